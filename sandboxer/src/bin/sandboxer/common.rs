@@ -1,0 +1,106 @@
+//! Arguments and loading shared by every subcommand.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use sandboxer::policy::{DEFAULT_POLICY, LauncherSet, ResolveOptions};
+use sandboxer::{Policy, Target};
+
+/// Which policy, for which target and home.
+#[derive(Args, Clone, Debug)]
+pub struct PolicyArgs {
+    /// Policy file (TOML). Default: the embedded default policy.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Target OS: macos or linux. Default: this machine's.
+    #[arg(long, value_name = "OS", value_parser = parse_target)]
+    pub target: Option<Target>,
+    /// The person's home that `~` expands to (e.g. a Mac's /Users/NAME when rendering on
+    /// Linux). Default: $HOME.
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Folder overriding the embedded profiles (seatbelt/, linux/, launchers.toml).
+    #[arg(long, value_name = "DIR")]
+    pub profiles_dir: Option<PathBuf>,
+}
+
+pub fn parse_target(s: &str) -> Result<Target, String> {
+    Target::parse(s).ok_or_else(|| format!("unknown target {s:?}; expected macos or linux"))
+}
+
+impl PolicyArgs {
+    pub fn target(&self) -> Result<Target> {
+        match self.target.or_else(Target::host) {
+            Some(t) => Ok(t),
+            None => bail!("this OS has no sandbox backend; pass --target macos or --target linux"),
+        }
+    }
+
+    /// Resolve options for these arguments: symlinks are resolved through this machine's
+    /// filesystem only when the target is this machine's OS.
+    pub fn resolve_options(&self) -> Result<ResolveOptions> {
+        let target = self.target()?;
+        let home = match &self.home {
+            Some(h) => h.clone(),
+            None => std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .context("HOME is not set; pass --home")?,
+        };
+        let mut opts = ResolveOptions::new(target, home, target.is_host())?;
+        if let Some(dir) = &self.profiles_dir {
+            let file = dir.join("launchers.toml");
+            if file.exists() {
+                let text = std::fs::read_to_string(&file)
+                    .with_context(|| format!("reading {}", file.display()))?;
+                opts.launchers = LauncherSet::from_toml(&text, target)
+                    .with_context(|| format!("{}: invalid launcher list", file.display()))?;
+            }
+        }
+        Ok(opts)
+    }
+
+    pub fn load_with(&self, opts: &ResolveOptions) -> Result<Policy> {
+        let policy = match &self.policy {
+            Some(path) => Policy::load(path, opts)?,
+            None => Policy::from_toml(DEFAULT_POLICY, "(embedded default policy)", opts)?,
+        };
+        Ok(policy)
+    }
+
+    pub fn load(&self) -> Result<Policy> {
+        self.load_with(&self.resolve_options()?)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Print the resolved policy as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn check(args: CheckArgs) -> Result<ExitCode> {
+    let policy = args.policy.load()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&policy)?);
+    } else {
+        println!(
+            "ok: {} policy for {} (home {}): {} protected, {} grants, {} refused, launchers {}",
+            match policy.base {
+                sandboxer::Base::Open => "open",
+                sandboxer::Base::Closed => "closed",
+            },
+            policy.target,
+            policy.home.display(),
+            policy.protected.len(),
+            policy.grants.len(),
+            policy.refuse.len(),
+            if policy.launchers.block { "blocked" } else { "allowed" },
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

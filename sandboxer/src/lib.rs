@@ -1,0 +1,13 @@
+//! `sandboxer`: a policy goes in, a confinement comes out.
+//!
+//! The data flows one way: [`policy::Policy`] (loaded, resolved, validated) is the reference
+//! meaning, [`policy::Policy::decide`]. Backends turn it into something a kernel enforces —
+//! a Seatbelt profile for macOS, a namespace + Landlock plan for Linux — and every backend is
+//! tested against `decide`. This crate knows nothing of chats, workflows or CLIs.
+
+pub mod paths;
+pub mod policy;
+pub mod target;
+
+pub use policy::{Access, Base, Decision, Op, Policy, PolicyError, Reason, Verdict};
+pub use target::Target;

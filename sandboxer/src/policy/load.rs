@@ -1,0 +1,604 @@
+//! Loading a policy: TOML with spans → validated, resolved [`Policy`]. Every error names the
+//! file, line, column and field. Nothing is guessed: a path that cannot be resolved the way
+//! the kernel will see it is an error, not a best effort.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{
+    Access, Base, ClosedBase, Enforce, Grant, LauncherSet, LinuxKnobs, MacosKnobs, Origin, Policy,
+    Rule, launchers::LauncherPath,
+};
+use crate::paths::{canonicalize_existing_prefix, normalize, within};
+use crate::target::Target;
+
+/// The embedded default policy: home open, the product's state roots protected, launchers
+/// blocked. `sandboxer` uses it when no `--policy` is given.
+pub const DEFAULT_POLICY: &str = include_str!("../../../profiles/policies/default.toml");
+
+/// A policy that cannot be loaded, with where and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct PolicyError {
+    pub file: String,
+    /// 1-based; 0 when the error is not at a place in the file (e.g. a bad `--home`).
+    pub line: usize,
+    pub column: usize,
+    /// The field, as a path into the document: `grant[2].path`.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}: {}", self.file, self.field, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}: {}",
+                self.file, self.line, self.column, self.field, self.message
+            )
+        }
+    }
+}
+
+/// How to resolve a policy: for which OS, whose home, and whether the paths exist here.
+#[derive(Clone, Debug)]
+pub struct ResolveOptions {
+    pub target: Target,
+    /// The person's home, absolute. `~` expands to it.
+    pub home: PathBuf,
+    /// Resolve symlinks through this machine's filesystem. True when rendering for this
+    /// machine; false when rendering for another (a Mac's `/Users/NAME` from Linux), where
+    /// only the target's fixed aliases (`/tmp` → `/private/tmp`) apply.
+    pub resolve_symlinks: bool,
+    /// The launcher list; the embedded one unless overridden.
+    pub launchers: LauncherSet,
+    /// Roots protected in addition to the file's (the Linux ways-out list), with why.
+    pub extra_protected: Vec<(PathBuf, String)>,
+}
+
+impl ResolveOptions {
+    /// Options for this machine: the host target, `$HOME`, real symlink resolution.
+    pub fn for_host() -> Result<ResolveOptions, PolicyError> {
+        let target = Target::host().ok_or_else(|| option_error("target", "this OS has no backend"))?;
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .ok_or_else(|| option_error("HOME", "HOME is not set; pass --home"))?;
+        ResolveOptions::new(target, home, true)
+    }
+
+    /// Options for `target` with an explicit home.
+    pub fn new(
+        target: Target,
+        home: PathBuf,
+        resolve_symlinks: bool,
+    ) -> Result<ResolveOptions, PolicyError> {
+        let home = check_home(&home, target, resolve_symlinks)?;
+        Ok(ResolveOptions {
+            target,
+            home,
+            resolve_symlinks,
+            launchers: LauncherSet::embedded(target),
+            extra_protected: Vec::new(),
+        })
+    }
+}
+
+fn option_error(field: &str, message: impl Into<String>) -> PolicyError {
+    PolicyError {
+        file: "(options)".into(),
+        line: 0,
+        column: 0,
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn check_home(home: &Path, target: Target, resolve: bool) -> Result<PathBuf, PolicyError> {
+    let bad = |m: &str| option_error("home", format!("{m}: {:?}", home));
+    if home.as_os_str().as_encoded_bytes().contains(&0) {
+        return Err(bad("the home path contains NUL"));
+    }
+    if home.components().any(|c| c == Component::ParentDir) {
+        return Err(bad("the home path contains '..'"));
+    }
+    let home = normalize(home).ok_or_else(|| bad("the home must be an absolute path"))?;
+    if home == Path::new("/") {
+        return Err(bad("the home cannot be '/'"));
+    }
+    if resolve {
+        canonicalize_existing_prefix(&home).map_err(|e| bad(&format!("cannot resolve: {e}")))
+    } else {
+        Ok(target.apply_aliases(&home))
+    }
+}
+
+// ---- the file as written -------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    version: Spanned<i64>,
+    base: Spanned<String>,
+    #[serde(default)]
+    protected: Vec<RawPath>,
+    #[serde(default)]
+    grant: Vec<RawGrant>,
+    #[serde(default)]
+    refuse: Vec<RawPath>,
+    #[serde(default)]
+    launchers: RawLaunchers,
+    #[serde(default)]
+    closed: RawClosed,
+    #[serde(default)]
+    macos: RawMacos,
+    #[serde(default)]
+    linux: RawLinux,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPath {
+    path: Spanned<String>,
+    why: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrant {
+    path: Spanned<String>,
+    access: Spanned<String>,
+    why: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLaunchers {
+    #[serde(default = "yes")]
+    block: bool,
+    /// More executables to refuse, on any target.
+    #[serde(default)]
+    extra: Vec<Spanned<String>>,
+}
+
+impl Default for RawLaunchers {
+    fn default() -> Self {
+        RawLaunchers {
+            block: true,
+            extra: Vec::new(),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawClosed {
+    read: Option<Vec<Spanned<String>>>,
+    write: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMacos {
+    #[serde(default)]
+    deny_mach_services: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLinux {
+    enforce: Option<Spanned<String>>,
+    ways_out: Option<bool>,
+}
+
+/// Folders a closed base opens when the file does not say. Read: the system; write: the
+/// character devices every program expects to write.
+fn closed_defaults(target: Target) -> (&'static [&'static str], &'static [&'static str]) {
+    match target {
+        Target::Macos => (
+            &[
+                "/System",
+                "/usr",
+                "/bin",
+                "/sbin",
+                "/Library",
+                "/Applications",
+                "/opt",
+                "/private/etc",
+                "/dev",
+            ],
+            &["/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper"],
+        ),
+        Target::Linux => (
+            &[
+                "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/dev",
+                "/proc", "/sys",
+            ],
+            &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"],
+        ),
+    }
+}
+
+// ---- loading -------------------------------------------------------------------------------
+
+impl Policy {
+    /// Reads and resolves the policy file at `path`.
+    pub fn load(path: &Path, opts: &ResolveOptions) -> Result<Policy, PolicyError> {
+        let label = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+            file: label.clone(),
+            line: 0,
+            column: 0,
+            field: "(file)".into(),
+            message: format!("cannot read the policy: {e}"),
+        })?;
+        Policy::from_toml(&text, &label, opts)
+    }
+
+    /// Parses and resolves policy text; `file` names it in errors.
+    pub fn from_toml(text: &str, file: &str, opts: &ResolveOptions) -> Result<Policy, PolicyError> {
+        let cx = Cx { text, file, opts };
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
+        cx.resolve(raw)
+    }
+}
+
+struct Cx<'a> {
+    text: &'a str,
+    file: &'a str,
+    opts: &'a ResolveOptions,
+}
+
+impl Cx<'_> {
+    fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rfind('\n').map_or(offset, |nl| offset - nl - 1) + 1;
+        (line, column)
+    }
+
+    fn error(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> PolicyError {
+        let (line, column) = self.line_col(span.start);
+        PolicyError {
+            file: self.file.into(),
+            line,
+            column,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    fn origin(&self, span: &Range<usize>, field: &str) -> Origin {
+        Origin {
+            file: self.file.into(),
+            line: self.line_col(span.start).0,
+            field: field.into(),
+        }
+    }
+
+    fn toml_error(&self, e: &toml::de::Error) -> PolicyError {
+        let message = e.message().trim().to_string();
+        // serde names the offending key in its message ("unknown field `x`"); keep it whole.
+        let field = message
+            .split('`')
+            .nth(1)
+            .filter(|_| message.contains("field"))
+            .unwrap_or("(syntax)")
+            .to_string();
+        match e.span() {
+            Some(span) => self.error(span, &field, message),
+            None => PolicyError {
+                file: self.file.into(),
+                line: 0,
+                column: 0,
+                field,
+                message,
+            },
+        }
+    }
+
+    fn resolve(&self, raw: RawPolicy) -> Result<Policy, PolicyError> {
+        let target = self.opts.target;
+        if *raw.version.get_ref() != 1 {
+            return Err(self.error(
+                raw.version.span(),
+                "version",
+                format!(
+                    "unsupported policy version {}; this sandboxer reads version 1",
+                    raw.version.get_ref()
+                ),
+            ));
+        }
+        let base = match raw.base.get_ref().as_str() {
+            "open" => Base::Open,
+            "closed" => Base::Closed,
+            other => {
+                return Err(self.error(
+                    raw.base.span(),
+                    "base",
+                    format!("unknown base {other:?}; expected \"open\" or \"closed\""),
+                ));
+            }
+        };
+
+        let mut protected = Vec::new();
+        for (i, p) in raw.protected.iter().enumerate() {
+            let field = format!("protected[{i}].path");
+            let (path, _) = self.path(&p.path, &field)?;
+            protected.push(Rule {
+                path,
+                origin: self.origin(&p.path.span(), &field),
+                why: p.why.clone(),
+            });
+        }
+        for (path, why) in &self.opts.extra_protected {
+            protected.push(Rule {
+                path: path.clone(),
+                origin: Origin {
+                    file: "(ways out)".into(),
+                    line: 0,
+                    field: "protected".into(),
+                },
+                why: Some(why.clone()),
+            });
+        }
+
+        let mut grants: Vec<Grant> = Vec::new();
+        for (i, g) in raw.grant.iter().enumerate() {
+            let field = format!("grant[{i}].path");
+            let (path, lexical) = self.path(&g.path, &field)?;
+            let access = match g.access.get_ref().as_str() {
+                "ro" => Access::Ro,
+                "rw" => Access::Rw,
+                other => {
+                    return Err(self.error(
+                        g.access.span(),
+                        &format!("grant[{i}].access"),
+                        format!("unknown access {other:?}; expected \"ro\" or \"rw\""),
+                    ));
+                }
+            };
+            let in_protected = protected.iter().find(|p| within(&path, &p.path));
+            if let Some(root) = in_protected
+                && path != lexical
+            {
+                return Err(self.error(
+                    g.path.span(),
+                    &field,
+                    format!(
+                        "{:?} resolves through a symlink to {:?}, inside protected root {:?}; \
+                         grant the real folder by its own path",
+                        lexical, path, root.path
+                    ),
+                ));
+            }
+            if base == Base::Open && in_protected.is_none() {
+                return Err(self.error(
+                    g.path.span(),
+                    &field,
+                    format!(
+                        "{path:?} is outside every protected root and the base is open, so the \
+                         grant means nothing; protect its parent or remove it"
+                    ),
+                ));
+            }
+            if let Some(prev) = grants.iter().find(|p| p.path == path) {
+                if prev.access != access {
+                    return Err(self.error(
+                        g.path.span(),
+                        &field,
+                        format!(
+                            "{path:?} is granted twice with different access ({:?} at {})",
+                            prev.access, prev.origin
+                        ),
+                    ));
+                }
+                continue;
+            }
+            grants.push(Grant {
+                path,
+                access,
+                origin: self.origin(&g.path.span(), &field),
+                why: g.why.clone(),
+            });
+        }
+
+        let mut refuse = Vec::new();
+        for (i, r) in raw.refuse.iter().enumerate() {
+            let field = format!("refuse[{i}].path");
+            let (path, _) = self.path(&r.path, &field)?;
+            if !grants.iter().any(|g| within(&path, &g.path)) {
+                return Err(self.error(
+                    r.path.span(),
+                    &field,
+                    format!(
+                        "{path:?} is outside every grant; refuse narrows a grant, so it must lie \
+                         inside one (use [[protected]] to close a folder)"
+                    ),
+                ));
+            }
+            refuse.push(Rule {
+                path,
+                origin: self.origin(&r.path.span(), &field),
+                why: r.why.clone(),
+            });
+        }
+
+        let mut launchers = self.opts.launchers.clone();
+        launchers.block = raw.launchers.block;
+        for (i, e) in raw.launchers.extra.iter().enumerate() {
+            let field = format!("launchers.extra[{i}]");
+            let (path, _) = self.path(e, &field)?;
+            launchers.exec.push(LauncherPath {
+                path,
+                why: format!("listed in {} {field}", self.file),
+            });
+        }
+
+        let (def_read, def_write) = closed_defaults(target);
+        let closed = ClosedBase {
+            read: self.folder_list(raw.closed.read.as_deref(), def_read, "closed.read")?,
+            write: self.folder_list(raw.closed.write.as_deref(), def_write, "closed.write")?,
+        };
+
+        let mut deny_mach_services = Vec::new();
+        for (i, s) in raw.macos.deny_mach_services.iter().enumerate() {
+            let name = s.get_ref();
+            let ok = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+            if !ok {
+                return Err(self.error(
+                    s.span(),
+                    &format!("macos.deny_mach_services[{i}]"),
+                    format!(
+                        "{name:?} is not a Mach service name (letters, digits, '.', '-', '_')"
+                    ),
+                ));
+            }
+            deny_mach_services.push(name.clone());
+        }
+
+        let enforce = match raw.linux.enforce.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+            None | Some(("auto", _)) => Enforce::Auto,
+            Some(("masks", _)) => Enforce::Masks,
+            Some(("landlock-only", _)) => Enforce::LandlockOnly,
+            Some((other, span)) => {
+                return Err(self.error(
+                    span,
+                    "linux.enforce",
+                    format!(
+                        "unknown enforcement {other:?}; expected \"auto\", \"masks\" or \
+                         \"landlock-only\""
+                    ),
+                ));
+            }
+        };
+
+        Ok(Policy {
+            target,
+            home: self.opts.home.clone(),
+            base,
+            protected,
+            grants,
+            refuse,
+            launchers,
+            closed,
+            macos: MacosKnobs { deny_mach_services },
+            linux: LinuxKnobs {
+                enforce,
+                ways_out: raw.linux.ways_out.unwrap_or(true),
+            },
+        })
+    }
+
+    fn folder_list(
+        &self,
+        given: Option<&[Spanned<String>]>,
+        defaults: &[&str],
+        field: &str,
+    ) -> Result<Vec<Rule>, PolicyError> {
+        match given {
+            None => Ok(defaults
+                .iter()
+                .map(|d| Rule {
+                    path: self.opts.target.apply_aliases(Path::new(d)),
+                    origin: Origin {
+                        file: "(built-in)".into(),
+                        line: 0,
+                        field: field.into(),
+                    },
+                    why: None,
+                })
+                .collect()),
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let f = format!("{field}[{i}]");
+                    let (path, _) = self.path(s, &f)?;
+                    Ok(Rule {
+                        path,
+                        origin: self.origin(&s.span(), &f),
+                        why: None,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Validates and resolves one path as written. Returns the resolved path and the lexical
+    /// one (after `~` and aliases, before symlinks), so callers can tell a symlink was followed.
+    fn path(&self, s: &Spanned<String>, field: &str) -> Result<(PathBuf, PathBuf), PolicyError> {
+        let written = s.get_ref();
+        let err = |m: String| self.error(s.span(), field, m);
+        if written.is_empty() {
+            return Err(err("the path is empty".into()));
+        }
+        if written.contains('\0') {
+            return Err(err(format!("{written:?} contains a NUL byte")));
+        }
+        if self.opts.target == Target::Macos && written.chars().any(char::is_control) {
+            return Err(err(format!(
+                "{written:?} contains a control character; a Seatbelt profile cannot carry it \
+                 safely"
+            )));
+        }
+        let expanded = if written == "~" {
+            self.opts.home.clone()
+        } else if let Some(rest) = written.strip_prefix("~/") {
+            self.opts.home.join(rest)
+        } else if written.starts_with('~') {
+            return Err(err(format!(
+                "{written:?}: only \"~\" and \"~/...\" expand (to the home); \"~user\" does not"
+            )));
+        } else {
+            PathBuf::from(written)
+        };
+        if !expanded.is_absolute() {
+            return Err(err(format!(
+                "{written:?} is a relative path; write it absolute or start it with \"~/\""
+            )));
+        }
+        if expanded.components().any(|c| c == Component::ParentDir) {
+            return Err(err(format!(
+                "{written:?} contains '..'; write the folder it means"
+            )));
+        }
+        let lexical = self
+            .opts
+            .target
+            .apply_aliases(&normalize(&expanded).expect("absolute"));
+        let resolved = if self.opts.resolve_symlinks {
+            canonicalize_existing_prefix(&lexical)
+                .map_err(|e| err(format!("cannot resolve {lexical:?}: {e}")))?
+        } else {
+            lexical.clone()
+        };
+        if self.opts.target == Target::Macos && resolved.to_str().is_none() {
+            return Err(err(format!(
+                "{resolved:?} is not valid UTF-8; a Seatbelt profile cannot name it"
+            )));
+        }
+        if self.opts.target == Target::Macos
+            && resolved.to_string_lossy().chars().any(char::is_control)
+        {
+            return Err(err(format!(
+                "{resolved:?} contains a control character; a Seatbelt profile cannot carry it \
+                 safely"
+            )));
+        }
+        Ok((resolved, lexical))
+    }
+}

@@ -1,0 +1,370 @@
+//! The policy: four layers, later ones winning, and its one reference meaning, [`Policy::decide`].
+//!
+//! 1. `base` — `open` (everything the person can use) or `closed` (system read-only + grants);
+//! 2. `protected` — roots refused although the base is open;
+//! 3. `grant` — folders re-opened inside protected roots, `ro` or `rw` (the deepest decides);
+//! 4. `refuse` — paths refused inside grants whatever the grant says, also before they exist.
+//!
+//! Plus launchers (blocked by default). A [`Policy`] is always resolved: absolute, canonical
+//! paths for one [`Target`]. Build one with [`Policy::load`] or [`Policy::from_toml`].
+
+mod launchers;
+mod load;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use launchers::{LauncherSet, MachName};
+pub use load::{DEFAULT_POLICY, PolicyError, ResolveOptions};
+
+use crate::paths::{normalize, strictly_within, within};
+use crate::target::Target;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Base {
+    /// Everything the person can use, except protected roots.
+    Open,
+    /// System folders read-only, plus grants.
+    Closed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    Ro,
+    Rw,
+}
+
+/// How the Linux backend should confine (`[linux] enforce`). The `auto` choice is the
+/// enforcer's; the policy only states a wish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforce {
+    Auto,
+    Masks,
+    LandlockOnly,
+}
+
+/// The operations the reference meaning covers. Every backend maps these to its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// Read a file's content.
+    Read,
+    /// List a folder.
+    List,
+    /// Modify an existing file's content.
+    Write,
+    /// Create a new entry (file, folder, link, socket) at the path.
+    Create,
+    /// Remove the entry at the path.
+    Delete,
+    /// Move the entry at the path away (the destination is a `Create`).
+    Rename,
+    /// Execute the file at the path.
+    Exec,
+    /// Connect to the Unix socket bound at the path.
+    ConnectUnix,
+}
+
+impl Op {
+    pub const ALL: [Op; 8] = [
+        Op::Read,
+        Op::List,
+        Op::Write,
+        Op::Create,
+        Op::Delete,
+        Op::Rename,
+        Op::Exec,
+        Op::ConnectUnix,
+    ];
+
+    pub fn parse(word: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.as_str() == word)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::List => "list",
+            Op::Write => "write",
+            Op::Create => "create",
+            Op::Delete => "delete",
+            Op::Rename => "rename",
+            Op::Exec => "exec",
+            Op::ConnectUnix => "connect-unix",
+        }
+    }
+
+    /// Operations that only look: a read-only grant allows exactly these.
+    pub fn is_read_like(self) -> bool {
+        matches!(self, Op::Read | Op::List | Op::Exec)
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a rule came from, for messages: `policy.toml:12 grant[0].path`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    pub file: String,
+    pub line: usize,
+    pub field: String,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{} {}", self.file, self.field)
+        } else {
+            write!(f, "{}:{} {}", self.file, self.line, self.field)
+        }
+    }
+}
+
+/// A resolved path rule (`protected`, `refuse`, closed-base folders).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rule {
+    pub path: PathBuf,
+    pub origin: Origin,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    pub path: PathBuf,
+    pub access: Access,
+    pub origin: Origin,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// Folders a closed base opens: `read` (read, list, exec) and `write` (everything).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClosedBase {
+    pub read: Vec<Rule>,
+    pub write: Vec<Rule>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MacosKnobs {
+    /// Extra Mach services refused besides the launcher list.
+    pub deny_mach_services: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LinuxKnobs {
+    pub enforce: Enforce,
+    /// Mask the ways-out list (`profiles/linux/ways-out.toml`) as protected roots.
+    pub ways_out: bool,
+}
+
+/// A loaded, resolved, validated policy for one target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    pub target: Target,
+    pub home: PathBuf,
+    pub base: Base,
+    pub protected: Vec<Rule>,
+    pub grants: Vec<Grant>,
+    pub refuse: Vec<Rule>,
+    pub launchers: LauncherSet,
+    pub closed: ClosedBase,
+    pub macos: MacosKnobs,
+    pub linux: LinuxKnobs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Allow,
+    Deny,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Allow => "allow",
+            Verdict::Deny => "deny",
+        })
+    }
+}
+
+/// Why [`Policy::decide`] answered as it did. The paths are the deciding rules' paths.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Reason {
+    /// The query path is not absolute: nothing is allowed for it.
+    NotAbsolute,
+    /// Exec of a launcher binary.
+    Launcher { path: PathBuf },
+    /// Inside a launcher component folder.
+    LauncherFolder { root: PathBuf },
+    /// Delete or rename of a folder that holds a protected root, grant or refused path: the
+    /// rules are by path, so moving an ancestor would move the data out from under them.
+    Ancestor { of: PathBuf },
+    /// Inside a refused path.
+    Refused { root: PathBuf },
+    /// Inside a grant that allows the operation.
+    Granted { root: PathBuf, access: Access },
+    /// Inside a read-only grant, and the operation writes.
+    ReadOnlyGrant { root: PathBuf },
+    /// Inside a protected root and no grant.
+    Protected { root: PathBuf },
+    /// Outside every rule, and the base is open.
+    BaseOpen,
+    /// A closed base's system folder allows it.
+    ClosedBaseFolder { root: PathBuf, access: Access },
+    /// Outside every rule, and the base is closed.
+    BaseClosed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub reason: Reason,
+}
+
+impl Decision {
+    fn allow(reason: Reason) -> Decision {
+        Decision { verdict: Verdict::Allow, reason }
+    }
+    fn deny(reason: Reason) -> Decision {
+        Decision { verdict: Verdict::Deny, reason }
+    }
+    pub fn allowed(&self) -> bool {
+        self.verdict == Verdict::Allow
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::NotAbsolute => write!(f, "the path is not absolute"),
+            Reason::Launcher { path } => write!(f, "launcher {} is blocked", path.display()),
+            Reason::LauncherFolder { root } => {
+                write!(f, "inside launcher component {}", root.display())
+            }
+            Reason::Ancestor { of } => write!(
+                f,
+                "holds {}: an ancestor of a rule's path is never deleted or renamed",
+                of.display()
+            ),
+            Reason::Refused { root } => write!(f, "inside refused path {}", root.display()),
+            Reason::Granted { root, access } => {
+                write!(f, "inside {:?} grant {}", access, root.display())
+            }
+            Reason::ReadOnlyGrant { root } => {
+                write!(f, "inside read-only grant {}", root.display())
+            }
+            Reason::Protected { root } => write!(f, "inside protected root {}", root.display()),
+            Reason::BaseOpen => write!(f, "no rule matches and the base is open"),
+            Reason::ClosedBaseFolder { root, access } => {
+                write!(f, "closed base opens {} ({:?})", root.display(), access)
+            }
+            Reason::BaseClosed => write!(f, "no rule matches and the base is closed"),
+        }
+    }
+}
+
+impl Policy {
+    /// The reference meaning of the policy: may `op` be done at `path`?
+    ///
+    /// `path` must be absolute and is taken as already resolved (the kernel resolves
+    /// symlinks before any backend's rule sees a path); `.` and `..` are folded lexically.
+    /// Checks run from the strongest layer down, so the first that speaks decides:
+    /// launchers, ancestors of rules (delete/rename), refuse, the deepest grant, protected,
+    /// then the base.
+    pub fn decide(&self, op: Op, path: &Path) -> Decision {
+        let Some(path) = normalize(path) else {
+            return Decision::deny(Reason::NotAbsolute);
+        };
+        let path = path.as_path();
+
+        if self.launchers.block {
+            if op == Op::Exec && self.launchers.exec.iter().any(|l| l.path == path) {
+                return Decision::deny(Reason::Launcher { path: path.into() });
+            }
+            if let Some(l) = self.launchers.read.iter().find(|l| within(path, &l.path)) {
+                return Decision::deny(Reason::LauncherFolder { root: l.path.clone() });
+            }
+        }
+
+        if matches!(op, Op::Delete | Op::Rename)
+            && let Some(of) = self.rule_roots().find(|root| strictly_within(root, path))
+        {
+            return Decision::deny(Reason::Ancestor { of: of.into() });
+        }
+
+        if let Some(r) = self.refuse.iter().find(|r| within(path, &r.path)) {
+            return Decision::deny(Reason::Refused { root: r.path.clone() });
+        }
+
+        if let Some(g) = self.deepest_grant(path) {
+            let root = g.path.clone();
+            return match (g.access, op.is_read_like()) {
+                (Access::Rw, _) | (Access::Ro, true) => Decision::allow(Reason::Granted {
+                    root,
+                    access: g.access,
+                }),
+                (Access::Ro, false) => Decision::deny(Reason::ReadOnlyGrant { root }),
+            };
+        }
+
+        if let Some(p) = self.protected.iter().find(|p| within(path, &p.path)) {
+            return Decision::deny(Reason::Protected { root: p.path.clone() });
+        }
+
+        match self.base {
+            Base::Open => Decision::allow(Reason::BaseOpen),
+            Base::Closed => self.decide_closed(op, path),
+        }
+    }
+
+    fn decide_closed(&self, op: Op, path: &Path) -> Decision {
+        if let Some(w) = self.closed.write.iter().find(|w| within(path, &w.path)) {
+            return Decision::allow(Reason::ClosedBaseFolder {
+                root: w.path.clone(),
+                access: Access::Rw,
+            });
+        }
+        if op.is_read_like()
+            && let Some(r) = self.closed.read.iter().find(|r| within(path, &r.path))
+        {
+            return Decision::allow(Reason::ClosedBaseFolder {
+                root: r.path.clone(),
+                access: Access::Ro,
+            });
+        }
+        Decision::deny(Reason::BaseClosed)
+    }
+
+    /// The grant that decides for `path`: the deepest one containing it.
+    pub fn deepest_grant(&self, path: &Path) -> Option<&Grant> {
+        self.grants
+            .iter()
+            .filter(|g| within(path, &g.path))
+            .max_by_key(|g| g.path.components().count())
+    }
+
+    /// Every path a rule is attached to: protected roots, grants, refused paths. Their
+    /// ancestors may not be deleted or renamed.
+    pub fn rule_roots(&self) -> impl Iterator<Item = &Path> {
+        self.protected
+            .iter()
+            .map(|r| r.path.as_path())
+            .chain(self.grants.iter().map(|g| g.path.as_path()))
+            .chain(self.refuse.iter().map(|r| r.path.as_path()))
+    }
+}
+
+#[cfg(test)]
+mod tests;
