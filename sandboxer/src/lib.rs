@@ -5,6 +5,7 @@
 //! a Seatbelt profile for macOS, a namespace + Landlock plan for Linux — and every backend is
 //! tested against `decide`. This crate knows nothing of chats, workflows or CLIs.
 
+pub mod linux;
 pub mod paths;
 pub mod policy;
 pub mod target;
