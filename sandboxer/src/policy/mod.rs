@@ -14,7 +14,7 @@ mod load;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use launchers::{LauncherSet, MachName};
 pub use load::{DEFAULT_POLICY, PolicyError, ResolveOptions};
@@ -31,7 +31,7 @@ pub enum Base {
     Closed,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Access {
     Ro,
