@@ -58,8 +58,10 @@ pub struct ResolveOptions {
     pub resolve_symlinks: bool,
     /// The launcher list; the embedded one unless overridden.
     pub launchers: LauncherSet,
-    /// Roots protected in addition to the file's (the Linux ways-out list), with why.
-    pub extra_protected: Vec<(PathBuf, String)>,
+    /// The Linux ways-out list, already expanded for this person (absolute paths, with why):
+    /// added as protected roots when the policy's `[linux] ways_out` is true (the default)
+    /// and the target is Linux. See `profiles/linux/ways-out.toml`.
+    pub ways_out: Vec<(PathBuf, String)>,
 }
 
 impl ResolveOptions {
@@ -84,7 +86,7 @@ impl ResolveOptions {
             home,
             resolve_symlinks,
             launchers: LauncherSet::embedded(target),
-            extra_protected: Vec::new(),
+            ways_out: Vec::new(),
         })
     }
 }
@@ -341,9 +343,18 @@ impl Cx<'_> {
                 why: p.why.clone(),
             });
         }
-        for (path, why) in &self.opts.extra_protected {
+        let ways_out = raw.linux.ways_out.unwrap_or(true);
+        let ways_out_apply = ways_out && target == Target::Linux;
+        for (path, why) in self.opts.ways_out.iter().filter(|_| ways_out_apply) {
+            let path = if self.opts.resolve_symlinks {
+                canonicalize_existing_prefix(path).map_err(|e| {
+                    option_error("ways_out", format!("cannot resolve {path:?}: {e}"))
+                })?
+            } else {
+                path.clone()
+            };
             protected.push(Rule {
-                path: path.clone(),
+                path,
                 origin: Origin {
                     file: "(ways out)".into(),
                     line: 0,
@@ -498,7 +509,7 @@ impl Cx<'_> {
             macos: MacosKnobs { deny_mach_services },
             linux: LinuxKnobs {
                 enforce,
-                ways_out: raw.linux.ways_out.unwrap_or(true),
+                ways_out,
             },
         })
     }
