@@ -1,2 +1,9 @@
 //! `dispatcher`: turns "run CLI X for chat C on workflow W" into a policy, a command line and
 //! an environment, and asks `sandboxer` to confine it. The only unconfined path out.
+
+pub mod adapter;
+pub mod grants;
+pub mod launch;
+pub mod ids;
+pub mod modes;
+pub mod state;

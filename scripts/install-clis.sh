@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the real coding CLIs from the npm registry into .tools/clis (inside the checkout,
+# ignored by git), pinned, so tests and the contract run against known versions without
+# touching the machine's global npm prefix. Prints each CLI's version.
+# Cursor's agent and Antigravity (agy) are not on the npm registry: their adapters are
+# covered by snapshot tests only (docs/clis.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PREFIX="$PWD/.tools/clis"
+
+PINNED=(
+  "@anthropic-ai/claude-code@2.1.332"
+  "@openai/codex@0.171.0"
+  "@google/gemini-cli@0.61.0"
+  "@mariozechner/pi-coding-agent@0.73.1"
+  "opencode-ai@1.18.33"
+)
+
+if ! command -v npm >/dev/null 2>&1; then
+  echo "install-clis: npm is missing; install Node.js 20+ and npm first" >&2
+  exit 1
+fi
+
+stamp="$PREFIX/.installed"
+want="$(printf '%s\n' "${PINNED[@]}")"
+if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
+  mkdir -p "$PREFIX"
+  npm install --global --prefix "$PREFIX" --no-audit --no-fund --loglevel=error "${PINNED[@]}"
+  printf '%s\n' "$want" >"$stamp"
+fi
+
+export PATH="$PREFIX/bin:$PATH"
+for bin in claude codex gemini pi opencode; do
+  printf '%-10s %s\n' "$bin" "$(timeout 60 "$bin" --version 2>&1 | head -n1 || echo 'failed to start')"
+done

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): set up the machine, then tests, lints and formatting.
+# Live sandbox tests run against this kernel, as root and as the unprivileged user `sbx-test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup-test-env.sh
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo nextest run --workspace --locked --profile ci
