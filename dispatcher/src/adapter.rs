@@ -22,6 +22,15 @@ use crate::modes::Mode;
 /// The adapters shipped with the dispatcher: (name, text).
 pub const EMBEDDED: &[(&str, &str)] = &[
     ("claude", include_str!("../../profiles/clis/claude.toml")),
+    ("codex", include_str!("../../profiles/clis/codex.toml")),
+    ("cursor", include_str!("../../profiles/clis/cursor.toml")),
+    ("gemini", include_str!("../../profiles/clis/gemini.toml")),
+    ("agy", include_str!("../../profiles/clis/agy.toml")),
+    ("pi", include_str!("../../profiles/clis/pi.toml")),
+    (
+        "opencode",
+        include_str!("../../profiles/clis/opencode.toml"),
+    ),
 ];
 
 /// Placeholders an adapter may use, with what they expand to.
@@ -76,6 +85,20 @@ pub struct FileSpec {
     pub format: FileFormat,
     /// A table for json/toml, a string for text.
     pub content: toml::Value,
+    /// The modes this file is written in (default: every mode). Two files with the same path
+    /// and disjoint modes give a CLI a per-mode config where no flag can select one (e.g.
+    /// opencode's permissions).
+    #[serde(default)]
+    pub modes: Option<Spanned<Vec<String>>>,
+}
+
+impl FileSpec {
+    /// Whether the file is written in `mode` (the words were checked at load time).
+    pub fn applies_to(&self, mode: Mode) -> bool {
+        self.modes
+            .as_ref()
+            .is_none_or(|m| m.get_ref().iter().any(|w| Mode::parse(w) == Some(mode)))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -194,6 +217,10 @@ struct RawAdapter {
     prompt_note_how: String,
     /// What bridge-only means for this CLI, in words.
     bridge_only_how: String,
+    /// Set when bridge-only is sound only inside a working sandbox, with the reason (e.g. the
+    /// CLI starts programs named in the person's open home whatever its permissions say).
+    #[serde(default)]
+    bridge_only_needs_sandbox: Option<String>,
 }
 
 fn default_version_args() -> Vec<String> {
@@ -218,6 +245,8 @@ pub struct Adapter {
     pub linux: PlatformOverride,
     pub prompt_note_how: String,
     pub bridge_only_how: String,
+    /// Why bridge-only needs a working sandbox for this CLI, if it does.
+    pub bridge_only_needs_sandbox: Option<String>,
     /// Where it was loaded from, for messages.
     pub source: String,
 }
@@ -279,6 +308,7 @@ impl Adapter {
             linux: raw.linux,
             prompt_note_how: raw.prompt_note_how,
             bridge_only_how: raw.bridge_only_how,
+            bridge_only_needs_sandbox: raw.bridge_only_needs_sandbox,
             source: file.to_string(),
         };
         adapter.validate(&cx)?;
@@ -322,6 +352,32 @@ impl Adapter {
             let field = format!("config_home.files[{i}]");
             check_relative(f.path.get_ref()).map_err(|m| cx.error(f.path.span(), &format!("{field}.path"), m))?;
             check(&f.path, &format!("{field}.path"), false)?;
+            if let Some(modes) = &f.modes {
+                let words = modes.get_ref();
+                if words.is_empty() {
+                    return Err(cx.error(
+                        modes.span(),
+                        &format!("{field}.modes"),
+                        "a file is written in at least one mode (omit modes for every mode)",
+                    ));
+                }
+                for w in words {
+                    match Mode::parse(w) {
+                        Some(m) if m != Mode::Auto && self.modes.contains(&m) => {}
+                        _ => {
+                            let supported: Vec<_> = self.modes.iter().map(|m| m.as_str()).collect();
+                            return Err(cx.error(
+                                modes.span(),
+                                &format!("{field}.modes"),
+                                format!(
+                                    "{w:?} is not a mode of this adapter; expected one of: {}",
+                                    supported.join(", ")
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
             match (f.format, &f.content) {
                 (FileFormat::Text, toml::Value::String(s)) => {
                     check_template(s, false).map_err(|m| cx.error(f.path.span(), &format!("{field}.content"), m))?;
@@ -337,6 +393,26 @@ impl Adapter {
                         format!("a {format:?} file needs {} content", if format == FileFormat::Text { "string" } else { "table" }),
                     ));
                 }
+            }
+        }
+        for mode in &self.modes {
+            let mut seen: Vec<(FileBase, &str)> = Vec::new();
+            for (i, f) in self.config_home.files.iter().enumerate() {
+                if !f.applies_to(*mode) {
+                    continue;
+                }
+                let key = (f.base, f.path.get_ref().as_str());
+                if seen.contains(&key) {
+                    return Err(cx.error(
+                        f.path.span(),
+                        &format!("config_home.files[{i}].path"),
+                        format!(
+                            "{:?} is written twice in {mode} mode (give the files disjoint modes)",
+                            key.1
+                        ),
+                    ));
+                }
+                seen.push(key);
             }
         }
         for (i, l) in self.config_home.login.iter().enumerate() {

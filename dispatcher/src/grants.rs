@@ -10,6 +10,9 @@ use serde::Serialize;
 use crate::ids::WorkflowId;
 use crate::state::StateRoot;
 
+/// The launch's own folder inside the runtime, granted read-only (see `launch::LAUNCH_DIR`).
+pub const LAUNCH_DIR: &str = ".agentworks";
+
 /// An attached workflow and its access (`--attach W` is read-only, `--attach W:rw`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Attach {
@@ -114,6 +117,11 @@ impl LaunchGrants {
                 path: self.runtime.clone(),
                 access: "rw",
                 why: "this chat's runtime".into(),
+            },
+            GrantEntry {
+                path: self.runtime.join(LAUNCH_DIR),
+                access: "ro",
+                why: "the launch's own files (policy, profile, prompt note): read-only".into(),
             },
             GrantEntry {
                 path: self.workflow.clone(),

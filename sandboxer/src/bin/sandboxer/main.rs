@@ -1,6 +1,10 @@
 //! `sandboxer`: render, check, explain and enforce sandbox policies.
 
 mod common;
+mod doctor;
+mod exec;
+mod explain;
+mod render;
 
 use std::process::ExitCode;
 
@@ -13,6 +17,8 @@ Exit codes:
   2    bad input: usage, an invalid policy or profile, an unreadable file
   3    explain: the evaluator cannot tell (a construct whose meaning it does not know)
   125  exec: the sandbox could not be set up as planned; nothing was run (fail closed)
+  126  exec: the command was found but could not be executed inside the sandbox
+  127  exec: the command was not found inside the sandbox
   other exec: the confined command's own exit status (128+N when killed by signal N)
 
 Policies are TOML (version = 1); see docs/policy.md. Without --policy the embedded default
@@ -29,12 +35,27 @@ struct Cli {
 enum Command {
     /// Load and validate a policy; print the resolved policy.
     Check(common::CheckArgs),
+    /// Render a policy as a macOS Seatbelt profile (usable alone with `sandbox-exec -f`).
+    Render(render::RenderArgs),
+    /// Is one operation on one path or name allowed, and by which rule? Evaluates an SBPL
+    /// profile (--profile) or a policy's reference meaning.
+    Explain(explain::ExplainArgs),
+    /// Run a command confined by a policy on this machine (Linux): namespaces, masks and
+    /// Landlock, as planned for this kernel; exits with the command's status.
+    Exec(exec::ExecArgs),
+    /// What this machine can enforce (Landlock ABI, namespaces, Seatbelt) and what a policy
+    /// would get here: the plan's shape and gaps, or the refusal and how to fix it.
+    Doctor(doctor::DoctorArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => common::check(args),
+        Command::Render(args) => render::render(args),
+        Command::Explain(args) => explain::explain(args),
+        Command::Exec(args) => exec::exec(args),
+        Command::Doctor(args) => doctor::doctor(args),
     };
     match result {
         Ok(code) => code,

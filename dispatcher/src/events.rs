@@ -1,0 +1,183 @@
+//! A chat's event log: `<state-root>/state/events/<chat>.jsonl`, one JSON object per line,
+//! appended with `O_APPEND` and flushed to disk before `append` returns, so an event that was
+//! reported as recorded survives a crash. A torn last line (a crash mid-write) is skipped
+//! when reading, never misread.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::ChatId;
+use crate::launch::Launch;
+use crate::state::{StateError, StateRoot};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Milliseconds since the Unix epoch.
+    pub ts_ms: u64,
+    pub chat: ChatId,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    Started {
+        cli: String,
+        mode: String,
+        reason: String,
+        confined: bool,
+        argv: Vec<String>,
+    },
+    Exited {
+        code: u8,
+    },
+    Bridge {
+        call: serde_json::Value,
+    },
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Event {
+    pub fn started(l: &Launch) -> Event {
+        Event {
+            ts_ms: now_ms(),
+            chat: l.chat.clone(),
+            kind: EventKind::Started {
+                cli: l.cli.clone(),
+                mode: l.mode.mode.to_string(),
+                reason: l.mode.reason.clone(),
+                confined: l.confined,
+                argv: l.argv.clone(),
+            },
+        }
+    }
+
+    pub fn exited(l: &Launch, code: u8) -> Event {
+        Event {
+            ts_ms: now_ms(),
+            chat: l.chat.clone(),
+            kind: EventKind::Exited { code },
+        }
+    }
+
+    pub fn bridge(chat: &ChatId, call: &impl Serialize) -> Event {
+        Event {
+            ts_ms: now_ms(),
+            chat: chat.clone(),
+            kind: EventKind::Bridge {
+                call: serde_json::to_value(call).unwrap_or(serde_json::Value::Null),
+            },
+        }
+    }
+}
+
+/// An open event log; clones share one file handle and one lock, so lines never interleave.
+#[derive(Debug, Clone)]
+pub struct EventLog {
+    path: PathBuf,
+    file: Arc<Mutex<File>>,
+}
+
+impl EventLog {
+    pub fn open(state: &StateRoot, chat: &ChatId) -> Result<EventLog, StateError> {
+        let path = state.events(chat);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| StateError::Io {
+                path: path.clone(),
+                what: "cannot open the event log",
+                source,
+            })?;
+        Ok(EventLog {
+            path,
+            file: Arc::new(Mutex::new(file)),
+        })
+    }
+
+    /// Appends one event and flushes it to disk.
+    pub fn append(&self, event: &Event) -> Result<(), StateError> {
+        let mut line = serde_json::to_vec(event).expect("events serialize");
+        line.push(b'\n');
+        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        (&*file)
+            .write_all(&line)
+            .and_then(|()| file.sync_data())
+            .map_err(|source| StateError::Io {
+                path: self.path.clone(),
+                what: "cannot append to the event log",
+                source,
+            })
+    }
+
+    /// Every complete event of a chat, oldest first.
+    pub fn read(state: &StateRoot, chat: &ChatId) -> Result<Vec<Event>, StateError> {
+        let path = state.events(chat);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(StateError::Io {
+                    path,
+                    what: "cannot read the event log",
+                    source,
+                });
+            }
+        };
+        let mut out = Vec::new();
+        for line in BufReader::new(file).split(b'\n') {
+            let line = line.map_err(|source| StateError::Io {
+                path: path.clone(),
+                what: "cannot read the event log",
+                source,
+            })?;
+            if let Ok(e) = serde_json::from_slice::<Event>(&line) {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::ChatSettings;
+
+    #[test]
+    fn appends_survive_and_torn_lines_are_skipped() {
+        let d = tempfile::tempdir().unwrap();
+        let (s, _) = StateRoot::init(d.path(), None).unwrap();
+        let c = ChatId::new("c").unwrap();
+        s.add_chat(&c, &ChatSettings { mode: "auto".into() }).unwrap();
+        let log = EventLog::open(&s, &c).unwrap();
+        let ev = Event {
+            ts_ms: 1,
+            chat: c.clone(),
+            kind: EventKind::Exited { code: 3 },
+        };
+        log.append(&ev).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(s.events(&c))
+            .unwrap()
+            .write_all(b"{\"ts_ms\":2,\"chat\":\"c\",\"ev")
+            .unwrap();
+        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev]);
+    }
+}

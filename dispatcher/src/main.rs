@@ -1,0 +1,430 @@
+//! `dispatcher`: the unconfined launcher of confined coding CLIs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use dispatcher::adapter;
+use dispatcher::grants::Attach;
+use dispatcher::ids::{ChatId, WorkflowId};
+use dispatcher::launch::{self, LaunchRequest};
+use dispatcher::modes::Mode;
+use dispatcher::platform;
+use dispatcher::state::{ChatSettings, StateRoot};
+use sandboxer::Target;
+
+const AFTER_HELP: &str = "\
+The state root is --state-root DIR, else $AGENTWORKS_STATE_ROOT, else the platform default
+($XDG_DATA_HOME/agentworks on Linux, ~/Library/Application Support/AgentWorks on macOS).
+Every command except `init` refuses a folder that is not a state root.
+
+A first launch:
+  dispatcher init --state-root /tmp/aw
+  dispatcher --state-root /tmp/aw workflow add wf-main
+  dispatcher --state-root /tmp/aw chat add chat-1
+  dispatcher --state-root /tmp/aw launch --cli claude --chat chat-1 --workflow wf-main --dry-run
+
+Exit codes: 0 success; 2 bad input (unknown chat/workflow/CLI, invalid ids, not a state root,
+an adapter error); 125 the sandbox could not be set up (nothing was run); otherwise a launched
+CLI's own exit status.";
+
+#[derive(Parser)]
+#[command(name = "dispatcher", version, about = "Launch coding CLIs confined; the only unconfined path out", after_help = AFTER_HELP)]
+struct Cli {
+    /// The state root (default: $AGENTWORKS_STATE_ROOT, else the platform's app folder).
+    #[arg(long, global = true, value_name = "DIR")]
+    state_root: Option<PathBuf>,
+    /// A folder overriding the embedded profiles (clis/NAME.toml adapters).
+    #[arg(long, global = true, value_name = "DIR")]
+    profiles_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a state root (config.json with a fresh server token, the layout), or confirm one.
+    Init {
+        /// Keep workflows in this folder instead of <state-root>/workspace-docs.
+        #[arg(long, value_name = "DIR")]
+        docs_root: Option<PathBuf>,
+    },
+    /// Workflows: folders of workspace documents.
+    #[command(subcommand)]
+    Workflow(WorkflowCmd),
+    /// Chats: each has a runtime folder and saved settings.
+    #[command(subcommand)]
+    Chat(ChatCmd),
+    /// Launch a CLI for a chat on a workflow, confined.
+    Launch(LaunchArgs),
+    /// Write the chat's Seatbelt profile for a Mac (works on any OS).
+    Profile(ProfileArgs),
+    /// List the CLI adapters, whether each is installed, its version and the modes it gets here.
+    Clis {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The MCP server a confined CLI starts (stdio): forwards every tool call to the chat's
+    /// bridge socket, where the unconfined dispatcher checks it against the chat's policy.
+    Bridge {
+        /// The chat's bridge socket (in its runtime).
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum WorkflowCmd {
+    /// Create a workflow folder.
+    Add { id: String },
+    /// List workflows.
+    List,
+}
+
+#[derive(Subcommand)]
+enum ChatCmd {
+    /// Create a chat (its runtime folder and settings).
+    Add {
+        id: String,
+        /// The chat's saved mode: auto, full or bridge-only.
+        #[arg(long, default_value = "auto")]
+        mode: String,
+    },
+    /// List chats.
+    List,
+}
+
+#[derive(Args)]
+struct LaunchTarget {
+    /// CLI adapter name (see `dispatcher clis`).
+    #[arg(long)]
+    cli: String,
+    #[arg(long)]
+    chat: String,
+    #[arg(long)]
+    workflow: String,
+    /// Attach another workflow: W (read-only) or W:rw. Repeatable.
+    #[arg(long, value_name = "W[:rw]")]
+    attach: Vec<String>,
+}
+
+#[derive(Args)]
+struct LaunchArgs {
+    #[command(flatten)]
+    target: LaunchTarget,
+    /// auto (full where the platform can enforce the policy, else bridge-only), full, or
+    /// bridge-only. Default: the chat's saved mode.
+    #[arg(long)]
+    mode: Option<String>,
+    /// Start the CLI in a tmux session whose server socket lives inside the state root.
+    #[arg(long)]
+    tmux: bool,
+    /// Run the CLI headless (its non-interactive arguments, e.g. `-p --output-format json`).
+    #[arg(long)]
+    headless: bool,
+    /// The CLI's working folder (default: the chat's runtime).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Print the launch without writing or running anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+    /// Compute the launch for another OS (with --dry-run): macos or linux.
+    #[arg(long, value_parser = parse_target)]
+    target_os: Option<Target>,
+    /// Arguments passed to the CLI after the adapter's.
+    #[arg(last = true)]
+    cli_args: Vec<String>,
+}
+
+#[derive(Args)]
+struct ProfileArgs {
+    #[command(flatten)]
+    target: LaunchTarget,
+    /// Only macos: Seatbelt profiles are macOS's.
+    #[arg(long, value_parser = parse_target)]
+    target_os: Target,
+    /// The Mac user's home (default: this home on a Mac; /Users/NAME with --user).
+    #[arg(long, value_name = "DIR", conflicts_with = "user")]
+    home: Option<PathBuf>,
+    /// The Mac user's name: the home is /Users/NAME.
+    #[arg(long)]
+    user: Option<String>,
+    /// Write here instead of the chat's runtime (sandbox.sb).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+fn parse_target(s: &str) -> Result<Target, String> {
+    Target::parse(s).ok_or_else(|| format!("unknown target {s:?}; expected macos or linux"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("dispatcher: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn open_state(cli_root: Option<&PathBuf>) -> Result<StateRoot> {
+    let path = StateRoot::locate(cli_root.map(|p| p.as_path()))?;
+    Ok(StateRoot::open(&path)?)
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Init { docs_root } => {
+            let path = StateRoot::locate(cli.state_root.as_deref())?;
+            let (state, created) = StateRoot::init(&path, docs_root.as_deref())?;
+            println!(
+                "{} state root {}",
+                if created { "created" } else { "already a" },
+                state.path().display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Workflow(cmd) => {
+            let state = open_state(cli.state_root.as_ref())?;
+            match cmd {
+                WorkflowCmd::Add { id } => {
+                    let dir = state.add_workflow(&WorkflowId::new(&id)?)?;
+                    println!("created workflow {id} at {}", dir.display());
+                }
+                WorkflowCmd::List => {
+                    let docs = state.docs_root();
+                    let mut names: Vec<_> = std::fs::read_dir(&docs)
+                        .with_context(|| format!("listing {}", docs.display()))?
+                        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                        .filter(|n| WorkflowId::new(n).is_ok())
+                        .collect();
+                    names.sort();
+                    for n in names {
+                        println!("{n}");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Chat(cmd) => {
+            let state = open_state(cli.state_root.as_ref())?;
+            match cmd {
+                ChatCmd::Add { id, mode } => {
+                    if Mode::parse(&mode).is_none() {
+                        bail!("--mode {mode:?}: expected auto, full or bridge-only");
+                    }
+                    let runtime = state.add_chat(&ChatId::new(&id)?, &ChatSettings { mode })?;
+                    println!("created chat {id}; runtime {}", runtime.display());
+                }
+                ChatCmd::List => {
+                    for c in state.chats()? {
+                        let s = state.load_chat(&c)?;
+                        println!("{c}\t{}", s.mode);
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Launch(args) => launch_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
+        Command::Profile(args) => profile_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
+        Command::Clis { json } => clis_cmd(cli.profiles_dir.as_deref(), json),
+        Command::Bridge { socket } => {
+            let stdin = std::io::stdin().lock();
+            let stdout = std::io::stdout().lock();
+            dispatcher::bridge::run_shim(&socket, stdin, stdout)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn request(
+    t: &LaunchTarget,
+    mode: Option<Mode>,
+    target: Target,
+    home: PathBuf,
+) -> Result<LaunchRequest> {
+    Ok(LaunchRequest {
+        cli: t.cli.clone(),
+        chat: ChatId::new(&t.chat)?,
+        workflow: WorkflowId::new(&t.workflow)?,
+        attach: t
+            .attach
+            .iter()
+            .map(|a| a.parse::<Attach>().map_err(anyhow::Error::msg))
+            .collect::<Result<_>>()?,
+        mode,
+        headless: false,
+        cwd: None,
+        target,
+        home,
+        cli_args: Vec::new(),
+    })
+}
+
+fn launch_cmd(
+    state_root: &Option<PathBuf>,
+    profiles_dir: Option<&std::path::Path>,
+    args: LaunchArgs,
+) -> Result<ExitCode> {
+    let state = open_state(state_root.as_ref())?;
+    let adapters = adapter::load_all(profiles_dir)?;
+    let adapter = adapter::find(&adapters, &args.target.cli).map_err(anyhow::Error::msg)?;
+    let target = match args.target_os {
+        Some(t) if !t.is_host() && !args.dry_run => {
+            bail!("--target-os {t} is only for --dry-run: a launch runs on this machine")
+        }
+        Some(t) => t,
+        None => Target::host().context("this OS has no sandbox backend")?,
+    };
+    let mode = match &args.mode {
+        Some(m) => Some(Mode::parse(m).with_context(|| format!("--mode {m:?}: expected auto, full or bridge-only"))?),
+        None => None,
+    };
+    if args.tmux && args.headless {
+        bail!("--tmux and --headless are exclusive: tmux is for interactive sessions");
+    }
+    let home = platform::home()?;
+    let mut req = request(&args.target, mode, target, home)?;
+    req.headless = args.headless;
+    req.cwd = args.cwd.clone();
+    req.cli_args = args.cli_args.clone();
+    let tools = platform::tools(&adapter, target)?;
+    let launch = launch::plan(&state, &adapter, &req, &tools, |policy| {
+        platform::confinement(target, policy, &req.home)
+    })?;
+    let profile = match target {
+        Target::Macos if launch.confined => Some(platform::seatbelt_profile(&launch, &req.home)?),
+        _ => None,
+    };
+
+    if args.dry_run {
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&launch)?);
+        } else {
+            print_launch(&launch);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    launch::write_files(&launch, profile.as_deref())?;
+    eprintln!(
+        "dispatcher: {} for chat {} in {} mode ({})",
+        launch.cli, launch.chat, launch.mode.mode, launch.mode.reason
+    );
+    if args.tmux {
+        let session = platform::start_tmux(&state, &launch)?;
+        if args.json {
+            println!("{}", serde_json::json!({"tmux_socket": session.socket, "session": session.name, "mode": launch.mode}));
+        } else {
+            println!("started in tmux: tmux -S {} attach -t {}", session.socket.display(), session.name);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The chat's bridge is served by this process while the CLI runs in the foreground (the
+    // server serves it for tmux and API launches). Its context comes from the launch's own
+    // policy text, never re-read from the runtime.
+    let events = dispatcher::events::EventLog::open(&state, &launch.chat)?;
+    let bridge = platform::serve_bridge(&state, &launch, &req.home, events.clone())?;
+    events.append(&dispatcher::events::Event::started(&launch))?;
+    let code = platform::run_foreground(&launch);
+    drop(bridge);
+    let code = code?;
+    events.append(&dispatcher::events::Event::exited(&launch, code))?;
+    Ok(ExitCode::from(code))
+}
+
+fn print_launch(l: &launch::Launch) {
+    println!("cli:      {}", l.cli);
+    println!("chat:     {}  workflow: {}", l.chat, l.workflow);
+    println!("mode:     {} (requested {}): {}", l.mode.mode, l.mode.requested, l.mode.reason);
+    println!("policy:   {}", l.policy_path.display());
+    if let Some(p) = &l.profile_path {
+        println!("profile:  {}", p.display());
+    }
+    println!("cwd:      {}", l.cwd.display());
+    println!("argv:     {}", shell_words(&l.argv));
+    for (k, v) in &l.env_set {
+        println!("env:      {k}={v}");
+    }
+    for k in &l.env_removed {
+        println!("env:      unset {k}");
+    }
+    for f in &l.files {
+        match &f.source {
+            launch::FileSource::Content(_) => println!("file:     {}", f.path.display()),
+            launch::FileSource::CopyOf(from) => {
+                println!("file:     {} (copy of {}, if present)", f.path.display(), from.display())
+            }
+        }
+    }
+}
+
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=:,@+".contains(c)) {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn profile_cmd(
+    state_root: &Option<PathBuf>,
+    profiles_dir: Option<&std::path::Path>,
+    args: ProfileArgs,
+) -> Result<ExitCode> {
+    if args.target_os != Target::Macos {
+        bail!("--target-os {}: Seatbelt profiles are for macos", args.target_os);
+    }
+    let state = open_state(state_root.as_ref())?;
+    let adapters = adapter::load_all(profiles_dir)?;
+    let adapter = adapter::find(&adapters, &args.target.cli).map_err(anyhow::Error::msg)?;
+    let home = match (&args.home, &args.user) {
+        (Some(h), None) => h.clone(),
+        (None, Some(u)) => {
+            if u.is_empty() || !u.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) || u.starts_with(['.', '-']) {
+                bail!("--user {u:?} is not a macOS account name");
+            }
+            PathBuf::from("/Users").join(u)
+        }
+        _ if Target::Macos.is_host() => platform::home()?,
+        _ => bail!("on this OS, name the Mac's home: --home /Users/NAME or --user NAME"),
+    };
+    let req = request(&args.target, Some(Mode::Full), Target::Macos, home)?;
+    let tools = platform::tools(&adapter, Target::Macos)?;
+    let launch = launch::plan(&state, &adapter, &req, &tools, |_| Ok("sandbox-exec".into()))?;
+    let text = platform::seatbelt_profile(&launch, &req.home)?;
+    let out = args.out.clone().unwrap_or_else(|| launch.profile_path.clone().expect("macos launch has a profile"));
+    dispatcher::state::write_atomic(&out, text.as_bytes(), 0o600)?;
+    println!("{}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn clis_cmd(profiles_dir: Option<&std::path::Path>, json: bool) -> Result<ExitCode> {
+    let adapters = adapter::load_all(profiles_dir)?;
+    let rows = platform::cli_status(&adapters);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        println!("{:<10} {:<10} {:<28} {}", "CLI", "INSTALLED", "VERSION", "MODES HERE");
+        for r in rows {
+            println!(
+                "{:<10} {:<10} {:<28} {}",
+                r.name,
+                if r.installed { "yes" } else { "no" },
+                r.version.as_deref().unwrap_or("-"),
+                r.modes_here.join(", ")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

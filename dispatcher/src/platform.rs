@@ -1,0 +1,307 @@
+//! What the dispatcher asks of this machine: where the tools are, whether the platform can
+//! confine a policy (asked of the `sandboxer` library, never decided here), and how a
+//! computed launch is started (foreground or tmux).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use sandboxer::Target;
+
+use crate::adapter::{self, Adapter};
+use crate::launch::{Confinement, Launch, Tools};
+use crate::modes::Mode;
+use crate::state::StateRoot;
+
+/// The person's home, from `$HOME`.
+pub fn home() -> Result<PathBuf> {
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    let home = PathBuf::from(home);
+    if !home.is_absolute() {
+        bail!("HOME={} is not an absolute path", home.display());
+    }
+    Ok(home)
+}
+
+pub fn as_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Finds the tools a launch needs. The CLI binary may be missing for a dry run (its name is
+/// shown then); a real launch checks it.
+pub fn tools(adapter: &Adapter, target: Target) -> Result<Tools> {
+    let dispatcher = std::env::current_exe().context("cannot find the dispatcher's own binary")?;
+    let cli_binary = match adapter::locate_binary(adapter) {
+        Some(p) if target.is_host() => p,
+        _ => PathBuf::from(&adapter.binary),
+    };
+    Ok(Tools {
+        cli_binary,
+        sandboxer: locate_sandboxer(&dispatcher),
+        dispatcher,
+        as_root: as_root(),
+    })
+}
+
+/// `$SANDBOXER_BIN`, else `sandboxer` beside the dispatcher binary, else on `PATH`, else the
+/// bare name (the launch then fails with a clear error when it runs).
+pub fn locate_sandboxer(dispatcher: &Path) -> PathBuf {
+    if let Some(p) = std::env::var_os("SANDBOXER_BIN").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    if let Some(dir) = dispatcher.parent() {
+        let sibling = dir.join("sandboxer");
+        if sibling.is_file() {
+            return sibling;
+        }
+        // Test binaries live in target/<profile>/deps; the tools one level up.
+        if let Some(up) = dir.parent().map(|d| d.join("sandboxer"))
+            && up.is_file()
+        {
+            return up;
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for d in std::env::split_paths(&path) {
+            let p = d.join("sandboxer");
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    PathBuf::from("sandboxer")
+}
+
+/// Can this platform enforce `policy_text` (a launch's policy) for the person at `home`?
+/// `Ok(how)` or `Err(why not)`. For another OS's target the answer is about that OS's
+/// mechanism, which only a launch there can check.
+pub fn confinement(target: Target, policy_text: &str, home: &Path) -> Confinement {
+    if !target.is_host() {
+        return Ok(format!("computed for {target}; enforced there"));
+    }
+    match target {
+        Target::Linux => linux_confinement(policy_text, home),
+        Target::Macos => macos_confinement(),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn linux_confinement(policy_text: &str, home: &Path) -> Confinement {
+    use sandboxer::linux::{facts, planner};
+    let opts = host_resolve_options(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
+    let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
+        .map_err(|e| format!("the launch policy is invalid: {e}"))?;
+    let facts = facts::detect();
+    match planner::choose(&policy, &facts) {
+        Ok(plan) => Ok(format!(
+            "sandboxer {} plan (Landlock ABI {})",
+            match plan.shape {
+                sandboxer::linux::plan::Shape::Masks => "masks",
+                sandboxer::linux::plan::Shape::LandlockOnly => "landlock-only",
+            },
+            facts.landlock_abi
+        )),
+        Err(refusal) => Err(refusal.to_string()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn linux_confinement(_: &str, _: &Path) -> Confinement {
+    Err("not running on Linux".into())
+}
+
+fn macos_confinement() -> Confinement {
+    sandboxer::macos::detect().can_confine()?;
+    Ok("sandbox-exec with this chat's Seatbelt profile".into())
+}
+
+/// How a policy is resolved on this machine for the person at `home`: the host target, real
+/// symlink resolution, and on Linux the ways-out list — exactly as `sandboxer exec` resolves
+/// it, so the mode decision and the bridge see the policy the sandbox enforces.
+pub fn host_resolve_options(home: &Path) -> Result<sandboxer::policy::ResolveOptions> {
+    let target = Target::host().context("this OS has no sandbox backend")?;
+    let mut opts = sandboxer::policy::ResolveOptions::new(target, home.to_path_buf(), true)?;
+    if target == Target::Linux {
+        let env = sandboxer::linux::ways_out::Env::from_process(home);
+        opts.ways_out = sandboxer::linux::ways_out::load(None, &env)?;
+    }
+    Ok(opts)
+}
+
+/// Renders the launch's policy as the Seatbelt profile a Mac runs it under.
+pub fn seatbelt_profile(launch: &Launch, home: &Path) -> Result<String> {
+    let policy_text = launch
+        .files
+        .iter()
+        .find(|f| f.path == launch.policy_path)
+        .and_then(|f| match &f.source {
+            crate::launch::FileSource::Content(c) => Some(c.as_str()),
+            _ => None,
+        })
+        .context("the launch has no policy file")?;
+    let opts = sandboxer::policy::ResolveOptions::new(
+        Target::Macos,
+        home.to_path_buf(),
+        Target::Macos.is_host(),
+    )?;
+    let policy = sandboxer::Policy::from_toml(policy_text, &launch.policy_path.display().to_string(), &opts)?;
+    Ok(sandboxer::seatbelt::render(&policy)?)
+}
+
+/// Runs the launch in the foreground and returns its exit code (128+N for signal N).
+pub fn run_foreground(launch: &Launch) -> Result<u8> {
+    let mut cmd = command(launch)?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {}", launch.argv[0]))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => 128u8.saturating_add(s as u8),
+        _ => 1,
+    })
+}
+
+fn command(launch: &Launch) -> Result<Command> {
+    let program = Path::new(&launch.argv[0]);
+    if program.is_absolute() && !program.is_file() {
+        bail!("{} is not installed here", program.display());
+    }
+    let cli = Path::new(&launch.cli_argv[0]);
+    if !cli.is_absolute() {
+        bail!(
+            "{} is not installed (not on PATH; set AGENTWORKS_CLI_{} to its path)",
+            launch.cli_argv[0],
+            launch.cli.to_ascii_uppercase()
+        );
+    }
+    let mut cmd = Command::new(program);
+    cmd.args(&launch.argv[1..]).current_dir(&launch.cwd);
+    for k in &launch.env_removed {
+        cmd.env_remove(k);
+    }
+    cmd.envs(&launch.env_set);
+    Ok(cmd)
+}
+
+/// A tmux session started for a launch.
+#[derive(Debug, Serialize)]
+pub struct TmuxSession {
+    pub socket: PathBuf,
+    pub name: String,
+}
+
+/// Starts the launch in a detached tmux session on the dispatcher's own server, whose socket
+/// lives inside the state root (protected: no confined process can reach it).
+pub fn start_tmux(state: &StateRoot, launch: &Launch) -> Result<TmuxSession> {
+    let socket = state.tmux_dir().join("default");
+    let name = format!("chat-{}", launch.chat);
+    let base = command(launch)?; // validates the binaries
+    let mut cmd = Command::new("tmux");
+    cmd.arg("-S").arg(&socket).args(["new-session", "-d", "-s", &name, "-c"]);
+    cmd.arg(&launch.cwd);
+    for (k, v) in &launch.env_set {
+        cmd.arg("-e").arg(format!("{k}={v}"));
+    }
+    cmd.arg("--").arg(base.get_program()).args(base.get_args());
+    for k in &launch.env_removed {
+        cmd.env_remove(k);
+    }
+    let out = cmd.output().context("cannot run tmux (is it installed?)")?;
+    if !out.status.success() {
+        bail!("tmux new-session failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(TmuxSession { socket, name })
+}
+
+/// One row of `dispatcher clis`.
+#[derive(Debug, Serialize)]
+pub struct CliStatus {
+    pub name: String,
+    pub display_name: String,
+    pub installed: bool,
+    pub binary: Option<PathBuf>,
+    pub version: Option<String>,
+    pub checked_version: String,
+    pub modes: Vec<Mode>,
+    /// The modes a launch can get on this machine.
+    pub modes_here: Vec<String>,
+}
+
+pub fn cli_status(adapters: &[Adapter]) -> Vec<CliStatus> {
+    let host = Target::host();
+    let can_confine = host
+        .zip(home().ok())
+        .map(|(t, h)| confinement(t, default_check_policy(t), &h).is_ok())
+        .unwrap_or(false);
+    adapters
+        .iter()
+        .map(|a| {
+            let binary = adapter::locate_binary(a);
+            let version = binary.as_ref().and_then(|b| {
+                let out = Command::new(b).args(&a.version_args).output().ok()?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+            });
+            let modes_here = a
+                .modes
+                .iter()
+                .filter(|m| **m != Mode::Full || can_confine)
+                .map(|m| m.to_string())
+                .collect();
+            CliStatus {
+                name: a.name.clone(),
+                display_name: a.display_name.clone(),
+                installed: binary.is_some(),
+                binary,
+                version,
+                checked_version: a.checked_version.clone(),
+                modes: a.modes.clone(),
+                modes_here,
+            }
+        })
+        .collect()
+}
+
+/// The policy `dispatcher clis` checks confinement with: the product's shape, with nothing
+/// granted.
+fn default_check_policy(target: Target) -> &'static str {
+    sandboxer::policy::default_policy(target)
+}
+
+/// Serves the chat's bridge socket for a launch, logging every call to the chat's events.
+/// The context is built from the launch's own policy text (not re-read from the runtime).
+pub fn serve_bridge(
+    state: &StateRoot,
+    launch: &Launch,
+    home: &Path,
+    events: crate::events::EventLog,
+) -> Result<crate::bridge::BridgeHandle> {
+    let policy_text = launch
+        .files
+        .iter()
+        .find(|f| f.path == launch.policy_path)
+        .and_then(|f| match &f.source {
+            crate::launch::FileSource::Content(c) => Some(c.clone()),
+            _ => None,
+        })
+        .context("the launch has no policy file")?;
+    let opts = host_resolve_options(home)?;
+    let ctx = crate::bridge::ChatContext::from_toml(
+        state,
+        &launch.chat,
+        &policy_text,
+        &launch.policy_path.display().to_string(),
+        &opts,
+    )?;
+    let socket = launch.runtime.join(crate::bridge::SOCKET_NAME);
+    let chat = launch.chat.clone();
+    let handle = crate::bridge::serve(&socket, ctx, move |call| {
+        if let Err(e) = events.append(&crate::events::Event::bridge(&chat, &call)) {
+            eprintln!("dispatcher: bridge event not recorded: {e}");
+        }
+    })?;
+    Ok(handle)
+}

@@ -1,0 +1,219 @@
+//! `sandboxer exec`: confine one command on this machine (Linux) and run it.
+//!
+//! Policy → platform facts → plan (the planner's fallback rule) → enforcer. A refusal (no
+//! shape can enforce the policy here) or a step the enforcer cannot apply ends with exit 125
+//! and nothing run; otherwise sandboxer exits with the command's status (128+N for signal N).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[cfg(target_os = "linux")]
+use anyhow::Context;
+use anyhow::{Result, bail};
+use clap::Args;
+use sandboxer::Target;
+use sandboxer::policy::Enforce;
+
+use crate::common::PolicyArgs;
+
+/// Exit status when the sandbox could not be set up as planned (see `sandboxer --help`).
+const NOT_RUN: u8 = 125;
+
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// How to confine: auto (masks when user namespaces work, else Landlock alone, else
+    /// refuse), masks, or landlock-only. Default: the policy's `[linux] enforce`.
+    #[arg(long, value_name = "HOW", value_parser = parse_enforce)]
+    pub enforce: Option<Enforce>,
+    /// The command's working directory, entered inside the sandbox. Default: the current one.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Print the plan as JSON and exit without running anything.
+    #[arg(long)]
+    pub print_plan: bool,
+    /// Test only: lower the detected platform facts with a JSON file such as
+    /// `{"user_namespaces": false}` (never raises them; the enforcer re-checks the kernel).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub assume_facts: Option<PathBuf>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+fn parse_enforce(s: &str) -> Result<Enforce, String> {
+    match s {
+        "auto" => Ok(Enforce::Auto),
+        "masks" => Ok(Enforce::Masks),
+        "landlock-only" => Ok(Enforce::LandlockOnly),
+        other => Err(format!(
+            "unknown enforcement {other:?}; expected auto, masks or landlock-only"
+        )),
+    }
+}
+
+pub fn exec(args: ExecArgs) -> Result<ExitCode> {
+    let target = args.policy.target()?;
+    if target != Target::Linux {
+        bail!("exec confines a command on this machine; the target must be linux, not {target}");
+    }
+    run(args)
+}
+
+#[cfg(target_os = "linux")]
+fn run(args: ExecArgs) -> Result<ExitCode> {
+    use std::io::Write as _;
+
+    use linux::*;
+
+    let policy = load_policy(&args.policy)?;
+    let enforce_how = args.enforce.unwrap_or(policy.linux.enforce);
+    let command = command(&args)?;
+    // The namespace probe forks twice and waits for namespaces to be torn down (milliseconds
+    // per launch), so a launch first plans as if they work and lets the enforcer find out by
+    // doing; only when that fails does it probe and plan again. Printing a plan, or lowering
+    // the facts for a test, starts from the probe.
+    let probe_first = args.print_plan || args.assume_facts.is_some();
+    let facts = if probe_first {
+        probed_facts(args.assume_facts.as_deref())?
+    } else {
+        unprobed_facts()
+    };
+    let plan = match choose(&policy, &facts, enforce_how) {
+        Ok(plan) => plan,
+        Err(code) => return Ok(code),
+    };
+    if args.print_plan {
+        let text = serde_json::to_string_pretty(&plan)?;
+        writeln!(std::io::stdout().lock(), "{text}").context("writing the plan")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    match enforce::run(&plan, &command) {
+        Err(e) if !probe_first && namespaces_failed(&e) => {
+            let facts = probed_facts(None)?;
+            if facts.user_namespaces && facts.mount_pid_namespaces {
+                // The probe sees them work: the failure was something else; report it.
+                return Ok(report(&plan, Err(e)));
+            }
+            match choose(&policy, &facts, enforce_how) {
+                Ok(plan) => Ok(report(&plan, enforce::run(&plan, &command))),
+                Err(code) => Ok(code),
+            }
+        }
+        result => Ok(report(&plan, result)),
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::path::Path;
+    use std::process::ExitCode;
+
+    use anyhow::{Context, Result};
+    use sandboxer::Policy;
+    pub use sandboxer::linux::enforce::{self, Command, EnforceError, Layer, Outcome};
+    use sandboxer::linux::facts::{self, AssumedFacts};
+    use sandboxer::linux::plan::{Facts, Plan};
+    use sandboxer::linux::planner::{self, HostFs};
+    use sandboxer::linux::ways_out;
+    use sandboxer::policy::Enforce;
+
+    use super::{ExecArgs, NOT_RUN};
+    use crate::common::PolicyArgs;
+
+    /// The policy, with this person's ways out (`profiles/linux/ways-out.toml`) as protected
+    /// roots.
+    pub fn load_policy(args: &PolicyArgs) -> Result<Policy> {
+        let mut opts = args.resolve_options()?;
+        let env = ways_out::Env::from_process(&opts.home);
+        opts.ways_out = ways_out::load(args.profiles_dir.as_deref(), &env)
+            .context("loading the ways-out list")?;
+        args.load_with(&opts)
+    }
+
+    pub fn command(args: &ExecArgs) -> Result<Command> {
+        let cwd = match &args.cwd {
+            Some(dir) => std::path::absolute(dir)
+                .with_context(|| format!("--cwd {}: cannot make it absolute", dir.display()))?,
+            None => std::env::current_dir().context("reading the current directory; pass --cwd")?,
+        };
+        let (program, rest) = args
+            .command
+            .split_first()
+            .context("no command given after --")?;
+        Ok(Command {
+            program: program.clone(),
+            args: rest.to_vec(),
+            cwd,
+        })
+    }
+
+    /// This machine's facts, probed, then lowered by an `--assume-facts` file.
+    pub fn probed_facts(assume: Option<&Path>) -> Result<Facts> {
+        let detected = facts::detect();
+        Ok(match assume {
+            Some(file) => AssumedFacts::load(file)?.apply(&detected),
+            None => detected,
+        })
+    }
+
+    /// Facts without the namespace probe: namespaces are assumed to work (the enforcer
+    /// checks by creating them). Landlock's ABI is asked of the kernel; it is cheap.
+    pub fn unprobed_facts() -> Facts {
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Facts {
+            landlock_abi: enforce::kernel_landlock_abi(),
+            user_namespaces: true,
+            mount_pid_namespaces: true,
+            uid,
+            gid,
+            namespaces_blocked_by: None,
+        }
+    }
+
+    /// The planner's choice, or the exit status of a refusal (reported on stderr).
+    pub fn choose(policy: &Policy, facts: &Facts, how: Enforce) -> Result<Plan, ExitCode> {
+        planner::choose_with(policy, facts, &HostFs, how).map_err(|refusal| {
+            eprintln!(
+                "sandboxer: refused ({}): {}\nsandboxer: nothing was run",
+                refusal.id, refusal.message
+            );
+            ExitCode::from(NOT_RUN)
+        })
+    }
+
+    /// Whether the enforcer failed because the namespaces could not be made.
+    pub fn namespaces_failed(e: &EnforceError) -> bool {
+        matches!(
+            e.layer,
+            Layer::UserNamespace | Layer::MountNamespace | Layer::Proc
+        )
+    }
+
+    /// The exit status for an enforcer result, with its error on stderr.
+    pub fn report(plan: &Plan, result: Result<Outcome, EnforceError>) -> ExitCode {
+        match result {
+            Ok(outcome) => ExitCode::from(outcome.exit_code()),
+            Err(e) => {
+                let code = e.exit_code();
+                if code == NOT_RUN {
+                    eprintln!(
+                        "sandboxer: cannot confine ({} shape): {e}\nsandboxer: nothing was run",
+                        plan.shape
+                    );
+                } else {
+                    eprintln!("sandboxer: {e}");
+                }
+                ExitCode::from(code)
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn run(_args: ExecArgs) -> Result<ExitCode> {
+    bail!("exec enforces Linux plans and runs on Linux only")
+}

@@ -1,0 +1,119 @@
+//! Checks of a plan before anything starts: consistent, within the policy, for this user.
+//! The planner makes plans this way; the enforcer does not rely on it.
+
+use std::path::Path;
+
+use nix::unistd::{getegid, geteuid};
+
+use super::error::{EnforceError, Layer};
+use super::landlock;
+use crate::linux::plan::{MountStep, Plan, Shape};
+use crate::paths::normalize;
+
+pub(super) fn plan(plan: &Plan) -> Result<(), EnforceError> {
+    no_breaking_gaps(plan)?;
+    known_shape(plan)?;
+    same_user(plan)?;
+    normal_paths(plan)?;
+    bind_backs_covered(plan)?;
+    rules_handled(plan)
+}
+
+fn bad(message: String) -> Result<(), EnforceError> {
+    Err(EnforceError::new(Layer::Plan, message))
+}
+
+fn no_breaking_gaps(plan: &Plan) -> Result<(), EnforceError> {
+    let breaking: Vec<&str> = plan.breaking_gaps().map(|g| g.id.as_str()).collect();
+    if breaking.is_empty() {
+        return Ok(());
+    }
+    bad(format!(
+        "the plan has gaps that break the policy ({}); it is not run",
+        breaking.join(", ")
+    ))
+}
+
+fn known_shape(plan: &Plan) -> Result<(), EnforceError> {
+    let ok = match plan.shape {
+        Shape::Masks => plan.namespaces,
+        Shape::LandlockOnly => {
+            !plan.namespaces && plan.mounts.is_empty() && landlock::wanted(&plan.landlock)
+        }
+    };
+    if ok {
+        return Ok(());
+    }
+    bad(format!(
+        "shape {} with namespaces={}, {} mount steps and Landlock ABI {} is not a plan shape \
+         (Landlock-only needs Landlock and no mounts; masks need the namespaces)",
+        plan.shape,
+        plan.namespaces,
+        plan.mounts.len(),
+        plan.landlock.abi
+    ))
+}
+
+/// The uid and gid are mapped to themselves in the user namespace: a plan made for someone
+/// else would map another identity (root could) or fail halfway.
+fn same_user(plan: &Plan) -> Result<(), EnforceError> {
+    let (uid, gid) = (geteuid().as_raw(), getegid().as_raw());
+    if (plan.uid, plan.gid) == (uid, gid) {
+        return Ok(());
+    }
+    bad(format!(
+        "the plan maps uid {} gid {}, but this process runs as uid {uid} gid {gid}",
+        plan.uid, plan.gid
+    ))
+}
+
+fn normal_paths(plan: &Plan) -> Result<(), EnforceError> {
+    let paths = plan
+        .mounts
+        .iter()
+        .map(MountStep::path)
+        .chain(plan.landlock.rules.iter().map(|r| r.path.as_path()));
+    for path in paths {
+        if normalize(path).as_deref() != Some(path) {
+            return bad(format!("{path:?} is not an absolute, normal path"));
+        }
+    }
+    Ok(())
+}
+
+/// A grant is bound back only into a root covered before it; anywhere else its mount point
+/// would be made on a real file system.
+fn bind_backs_covered(plan: &Plan) -> Result<(), EnforceError> {
+    for (i, step) in plan.mounts.iter().enumerate() {
+        let MountStep::BindBack { path, .. } = step else {
+            continue;
+        };
+        let inside = |c: &Path| path.starts_with(c) && path != c;
+        let covered = plan.mounts[..i]
+            .iter()
+            .any(|earlier| matches!(earlier, MountStep::Cover { path: c, .. } if inside(c)));
+        if !covered {
+            return bad(format!(
+                "bind-back {} comes under no earlier cover; a grant is only bound back into a \
+                 covered root",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn rules_handled(plan: &Plan) -> Result<(), EnforceError> {
+    let handled = &plan.landlock.handled;
+    for rule in &plan.landlock.rules {
+        if rule.rights.is_empty() || rule.rights.iter().any(|r| !handled.contains(r)) {
+            return bad(format!(
+                "Landlock rule for {} ({}) allows no right or a right the ruleset does not \
+                 handle",
+                rule.path.display(),
+                rule.why
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! The command's own process: the last steps, in order, then `exec`.
+//!
+//! `setsid` (a new session has no controlling terminal, so `TIOCSTI` cannot push keystrokes
+//! into the caller's), the working directory entered by path (so it is resolved through the
+//! masks: a working directory inside a protected root is not reachable), every capability
+//! dropped, `no_new_privs`, Landlock last (a Landlock domain may not mount, so nothing after
+//! it could set up anything), descriptors above stderr marked close-on-exec, the caller's
+//! signal mask and `SIGCHLD` disposition restored, `execvp`.
+
+use std::convert::Infallible;
+
+use nix::sys::prctl;
+use nix::unistd::{chdir, execvp, setsid};
+
+use super::error::{EnforceError, Layer};
+use super::{Prepared, caps, landlock, sys};
+
+pub(super) fn exec(p: &Prepared) -> Result<Infallible, EnforceError> {
+    setsid().map_err(|e| EnforceError::os(Layer::Session, "setsid", e))?;
+    chdir(p.cwd.as_c_str()).map_err(|e| {
+        EnforceError::os(
+            Layer::WorkingDirectory,
+            format_args!("entering {:?} inside the sandbox", p.cwd),
+            e,
+        )
+    })?;
+    caps::drop_all()?;
+    prctl::set_no_new_privs()
+        .map_err(|e| EnforceError::os(Layer::NoNewPrivs, "prctl(PR_SET_NO_NEW_PRIVS)", e))?;
+    if !prctl::get_no_new_privs().unwrap_or(false) {
+        return Err(EnforceError::new(
+            Layer::NoNewPrivs,
+            "no_new_privs reads back as unset",
+        ));
+    }
+    if landlock::wanted(&p.plan.landlock) {
+        landlock::restrict(&p.plan.landlock)?;
+    }
+    sys::cloexec_from_3().map_err(|e| {
+        EnforceError::os(
+            Layer::Process,
+            "marking inherited descriptors close-on-exec (close_range)",
+            e,
+        )
+    })?;
+    p.restore_caller_signals()?;
+    let Err(errno) = execvp(&p.program, &p.argv);
+    Err(EnforceError::os(
+        Layer::Exec,
+        format_args!("{:?}", p.program),
+        errno,
+    ))
+}

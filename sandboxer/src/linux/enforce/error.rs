@@ -1,0 +1,153 @@
+//! What the enforcer reports: which layer failed and why. Errors raised in a child process
+//! travel to the caller over a pipe, so they are plain data (serde).
+
+use std::fmt;
+
+use nix::errno::Errno;
+use serde::{Deserialize, Serialize};
+
+/// The layer of the sandbox a step belongs to, named in every error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layer {
+    /// The plan itself is inconsistent or asks for something this enforcer will not do.
+    Plan,
+    /// Creating, waiting for or signalling the sandbox's processes.
+    Process,
+    UserNamespace,
+    MountNamespace,
+    /// Covers, bind-backs and refusals.
+    Masks,
+    /// Placeholders for refused paths that did not exist at launch.
+    Placeholder,
+    /// The PID namespace's fresh `/proc`.
+    Proc,
+    Session,
+    WorkingDirectory,
+    Capabilities,
+    NoNewPrivs,
+    Landlock,
+    /// Executing the command itself, after every layer was in place.
+    Exec,
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layer::Plan => "plan",
+            Layer::Process => "process",
+            Layer::UserNamespace => "user namespace",
+            Layer::MountNamespace => "mount namespace",
+            Layer::Masks => "masks",
+            Layer::Placeholder => "placeholder",
+            Layer::Proc => "fresh /proc",
+            Layer::Session => "setsid",
+            Layer::WorkingDirectory => "working directory",
+            Layer::Capabilities => "capabilities",
+            Layer::NoNewPrivs => "no_new_privs",
+            Layer::Landlock => "Landlock",
+            Layer::Exec => "exec",
+        })
+    }
+}
+
+/// A step of the plan could not be applied; nothing was run (except for [`Layer::Exec`],
+/// where every layer was in place and the command itself could not be executed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{layer}: {detail}")]
+pub struct EnforceError {
+    pub layer: Layer,
+    pub detail: String,
+    /// The system error behind it, when there is one.
+    pub errno: Option<i32>,
+}
+
+impl EnforceError {
+    pub fn new(layer: Layer, detail: impl Into<String>) -> EnforceError {
+        EnforceError {
+            layer,
+            detail: detail.into(),
+            errno: None,
+        }
+    }
+
+    /// `what` failed with `errno`.
+    pub fn os(layer: Layer, what: impl fmt::Display, errno: Errno) -> EnforceError {
+        EnforceError {
+            layer,
+            detail: format!("{what}: {}", errno.desc()),
+            errno: Some(errno as i32),
+        }
+    }
+
+    /// The exit status `sandboxer exec` uses for this error, following `env(1)`: 127 when the
+    /// command does not exist, 126 when it cannot be executed, 125 when the sandbox could not
+    /// be set up (nothing was run).
+    pub fn exit_code(&self) -> u8 {
+        match (self.layer, self.errno) {
+            (Layer::Exec, Some(e)) if e == Errno::ENOENT as i32 => 127,
+            (Layer::Exec, _) => 126,
+            _ => 125,
+        }
+    }
+}
+
+/// How the confined command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// It exited with this status.
+    Exited(i32),
+    /// It was killed by this signal number.
+    Signaled(i32),
+}
+
+impl Outcome {
+    /// The shell's convention: the status itself, or 128+N for signal N.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Exited(code) => (code & 0xff) as u8,
+            Outcome::Signaled(sig) => (128 + sig).clamp(0, 255) as u8,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_shell_and_env() {
+        assert_eq!(Outcome::Exited(0).exit_code(), 0);
+        assert_eq!(Outcome::Exited(7).exit_code(), 7);
+        assert_eq!(Outcome::Exited(256 + 3).exit_code(), 3);
+        assert_eq!(Outcome::Signaled(15).exit_code(), 143);
+        assert_eq!(Outcome::Signaled(9).exit_code(), 137);
+        let exec = |errno| EnforceError::os(Layer::Exec, "x", errno);
+        assert_eq!(exec(Errno::ENOENT).exit_code(), 127);
+        assert_eq!(exec(Errno::EACCES).exit_code(), 126);
+        assert_eq!(
+            EnforceError::new(Layer::Exec, "NUL in argv").exit_code(),
+            126
+        );
+        for layer in [
+            Layer::Plan,
+            Layer::UserNamespace,
+            Layer::Masks,
+            Layer::Landlock,
+        ] {
+            assert_eq!(EnforceError::os(layer, "x", Errno::ENOENT).exit_code(), 125);
+        }
+    }
+
+    #[test]
+    fn errors_name_their_layer() {
+        let e = EnforceError::os(Layer::Landlock, "the plan needs ABI 99", Errno::EINVAL);
+        assert!(
+            e.to_string()
+                .starts_with("Landlock: the plan needs ABI 99: "),
+            "{e}"
+        );
+        assert_eq!(e.errno, Some(Errno::EINVAL as i32));
+    }
+}

@@ -1,0 +1,216 @@
+//! Raw system calls that neither `nix` nor `libc` wrap: the new mount API (`open_tree`,
+//! `move_mount`, `fsopen`/`fsconfig`/`fsmount`, `mount_setattr`), `openat2` and the Landlock
+//! ABI query. Each wrapper returns owned descriptors and an [`Errno`]; callers add context.
+//!
+//! Every path the enforcer touches is resolved with `RESOLVE_NO_SYMLINKS`: plan paths are
+//! canonical, so a symlink on the way means the tree changed since planning (or someone is
+//! trying to redirect a mount), and the step must fail rather than land elsewhere.
+
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+
+fn fd_result(ret: libc::c_long) -> Result<OwnedFd, Errno> {
+    if ret < 0 {
+        Err(Errno::last())
+    } else {
+        // SAFETY: the kernel just returned this descriptor to us; nobody else owns it.
+        Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+    }
+}
+
+fn unit_result(ret: libc::c_long) -> Result<(), Errno> {
+    if ret < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
+const EMPTY: &CStr = c"";
+
+/// Where a relative path starts: a directory descriptor or the working directory.
+#[derive(Clone, Copy)]
+pub(super) enum Dir<'a> {
+    Cwd,
+    Fd(&'a OwnedFd),
+}
+
+impl Dir<'_> {
+    fn raw(self) -> RawFd {
+        match self {
+            Dir::Cwd => libc::AT_FDCWD,
+            Dir::Fd(fd) => fd.as_raw_fd(),
+        }
+    }
+}
+
+/// `openat2(dir, path, flags, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`.
+pub(super) fn open_no_symlinks(
+    dir: Dir,
+    path: &CStr,
+    flags: libc::c_int,
+) -> Result<OwnedFd, Errno> {
+    // SAFETY: `open_how` is plain integers; all-zero is its documented default.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: `path` is NUL-terminated and `how` lives across the call with its true size.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.raw(),
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    fd_result(ret)
+}
+
+/// An `O_PATH` descriptor for `path`, refusing symlinks anywhere on the way.
+pub(super) fn open_path(path: &CStr) -> Result<OwnedFd, Errno> {
+    open_no_symlinks(Dir::Cwd, path, libc::O_PATH)
+}
+
+/// A detached copy of the mount tree at `fd` (submounts included), not attached anywhere.
+pub(super) fn clone_tree(fd: &OwnedFd) -> Result<OwnedFd, Errno> {
+    let flags = libc::OPEN_TREE_CLONE
+        | libc::OPEN_TREE_CLOEXEC
+        | libc::AT_EMPTY_PATH as libc::c_uint
+        | libc::AT_RECURSIVE as libc::c_uint;
+    // SAFETY: plain syscall on a descriptor we own and a static empty path.
+    let ret = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), EMPTY.as_ptr(), flags) };
+    fd_result(ret)
+}
+
+/// A detached copy of the single file or folder `name` beneath `dir`.
+pub(super) fn clone_entry(dir: &OwnedFd, name: &CStr) -> Result<OwnedFd, Errno> {
+    let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
+    // SAFETY: plain syscall; `name` is NUL-terminated.
+    let ret = unsafe { libc::syscall(libc::SYS_open_tree, dir.as_raw_fd(), name.as_ptr(), flags) };
+    fd_result(ret)
+}
+
+/// Attaches the detached mount `from` on top of whatever `to` refers to.
+pub(super) fn move_mount(from: &OwnedFd, to: &OwnedFd) -> Result<(), Errno> {
+    let flags = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
+    // SAFETY: plain syscall on descriptors we own and static empty paths.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from.as_raw_fd(),
+            EMPTY.as_ptr(),
+            to.as_raw_fd(),
+            EMPTY.as_ptr(),
+            flags,
+        )
+    };
+    unit_result(ret)
+}
+
+/// Sets mount attributes (`MOUNT_ATTR_*`) on the mount `fd` refers to, and on every mount
+/// beneath it when `recursive`.
+pub(super) fn mount_setattr(fd: &OwnedFd, attr_set: u64, recursive: bool) -> Result<(), Errno> {
+    let attr = libc::mount_attr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: `attr` lives across the call and its size is passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            flags,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    unit_result(ret)
+}
+
+/// A new, detached tmpfs with the given root `mode` (octal text) and mount attributes.
+pub(super) fn new_tmpfs(mode: &CStr, attrs: u64) -> Result<OwnedFd, Errno> {
+    // SAFETY: static NUL-terminated name.
+    let fs = fd_result(unsafe {
+        libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), libc::FSOPEN_CLOEXEC)
+    })?;
+    fsconfig_string(&fs, c"mode", mode)?;
+    // The folders here only ever hold mount points and one empty file: a small cap keeps a
+    // confined process from using a writable moment (there is none after setup) as storage.
+    fsconfig_string(&fs, c"size", c"64k")?;
+    fsconfig_string(&fs, c"nr_inodes", c"1024")?;
+    // SAFETY: plain syscall on a descriptor we own.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    })?;
+    // SAFETY: plain syscall on a descriptor we own.
+    fd_result(unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            fs.as_raw_fd(),
+            libc::FSMOUNT_CLOEXEC,
+            attrs,
+        )
+    })
+}
+
+fn fsconfig_string(fs: &OwnedFd, key: &CStr, value: &CStr) -> Result<(), Errno> {
+    // SAFETY: both strings are NUL-terminated and outlive the call.
+    unit_result(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_SET_STRING,
+            key.as_ptr(),
+            value.as_ptr(),
+            0,
+        )
+    })
+}
+
+/// The running kernel's Landlock ABI version, or the errno explaining its absence
+/// (`ENOSYS`: not built in; `EOPNOTSUPP`: disabled at boot).
+pub(super) fn landlock_abi() -> Result<u32, Errno> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: the version query takes no attribute pointer and size 0.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if ret < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(ret as u32)
+    }
+}
+
+/// Marks every descriptor from 3 up close-on-exec, so that nothing the caller left open (a
+/// folder inside a protected root, say) crosses into the confined program.
+pub(super) fn cloexec_from_3() -> Result<(), Errno> {
+    // SAFETY: plain syscall; no memory is passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    unit_result(ret)
+}

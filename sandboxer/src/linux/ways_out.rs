@@ -1,0 +1,471 @@
+//! The Linux ways-out list (`profiles/linux/ways-out.toml`, embedded): sockets and folders
+//! through which a confined process could get code run outside the sandbox. Expanded for one
+//! person ([`Env`]) into absolute paths with why, which the loader adds as protected roots
+//! (`ResolveOptions::ways_out`) when the policy's `[linux] ways_out` is true.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::paths::normalize;
+
+/// The embedded list; `--profiles-dir DIR` reads `DIR/linux/ways-out.toml` instead.
+pub const WAYS_OUT_TOML: &str = include_str!("../../../profiles/linux/ways-out.toml");
+
+/// The environment variables the templates read.
+pub const ENV_VARS: [&str; 5] = [
+    "XDG_RUNTIME_DIR",
+    "TMUX_TMPDIR",
+    "XAUTHORITY",
+    "DOCKER_HOST",
+    "SSH_AUTH_SOCK",
+];
+
+/// Whose ways out: the person's uid, name and home, the environment variables in
+/// [`ENV_VARS`] that are set, and extra socket paths or folders the caller wants masked
+/// too — the dispatcher's own sockets outside the chat (its server, other chats' bridges)
+/// when they live outside its protected state root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Env {
+    pub uid: u32,
+    pub user: String,
+    pub home: PathBuf,
+    pub vars: BTreeMap<String, String>,
+    pub extra: Vec<(PathBuf, String)>,
+}
+
+impl Env {
+    /// This process's uid, user name (from the password database, else `$USER`) and the
+    /// relevant environment variables, for the given home.
+    #[cfg(unix)]
+    pub fn from_process(home: &Path) -> Env {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let user = user_name(uid)
+            .or_else(|| std::env::var("USER").ok())
+            .unwrap_or_else(|| uid.to_string());
+        let vars = ENV_VARS
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_string(), v)))
+            .collect();
+        Env {
+            uid,
+            user,
+            home: home.to_path_buf(),
+            vars,
+            extra: Vec::new(),
+        }
+    }
+
+    /// A set, non-empty variable. Programs treat an empty value as unset, and so do we.
+    fn var(&self, name: &str) -> Option<&str> {
+        self.vars
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+#[cfg(unix)]
+fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: passwd is plain data filled by getpwuid_r; buf outlives the read of pw_name.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut out);
+        if rc != 0 || out.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        let name = std::ffi::CStr::from_ptr(pwd.pw_name);
+        name.to_str().ok().map(str::to_string)
+    }
+}
+
+/// A ways-out list that cannot be used, with where and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {field}: {message}")]
+pub struct WaysOutError {
+    pub file: String,
+    /// 1-based; 0 when the error is not at a place in the file.
+    pub line: usize,
+    /// e.g. `way_out[3].path`.
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    version: Spanned<i64>,
+    #[serde(default)]
+    way_out: Vec<RawEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    path: Spanned<String>,
+    why: String,
+}
+
+/// Expands the list in `text` for `env`: `(absolute path, why)` per entry, entries whose
+/// optional variable is unset left out, then `env.extra`. Duplicates are dropped.
+pub fn expand(text: &str, env: &Env) -> Result<Vec<(PathBuf, String)>, WaysOutError> {
+    expand_file(text, "ways-out.toml", env)
+}
+
+/// [`expand`], naming the file `file` in errors.
+pub fn expand_file(
+    text: &str,
+    file: &str,
+    env: &Env,
+) -> Result<Vec<(PathBuf, String)>, WaysOutError> {
+    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let err = |line: usize, field: &str, message: String| WaysOutError {
+        file: file.into(),
+        line,
+        field: field.into(),
+        message,
+    };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(0, |s| line_of(s.start));
+        err(line, "(syntax)", e.message().trim().to_string())
+    })?;
+    if *raw.version.get_ref() != 1 {
+        return Err(err(
+            line_of(raw.version.span().start),
+            "version",
+            format!(
+                "unsupported ways-out version {}; this sandboxer reads version 1",
+                raw.version.get_ref()
+            ),
+        ));
+    }
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    for (i, entry) in raw.way_out.iter().enumerate() {
+        let field = format!("way_out[{i}].path");
+        let line = line_of(entry.path.span().start);
+        let expanded = match expand_template(entry.path.get_ref(), env) {
+            Ok(Some(p)) => p,
+            Ok(None) => continue,
+            Err(message) => return Err(err(line, &field, message)),
+        };
+        let path = checked_path(Path::new(&expanded)).map_err(|m| err(line, &field, m))?;
+        if !out.iter().any(|(p, _)| *p == path) {
+            out.push((path, entry.why.clone()));
+        }
+    }
+    for (i, (path, why)) in env.extra.iter().enumerate() {
+        let path = checked_path(path).map_err(|m| err(0, &format!("extra[{i}]"), m))?;
+        if !out.iter().any(|(p, _)| *p == path) {
+            out.push((path, why.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// Reads the list from `profiles_dir/linux/ways-out.toml` when given and present, else the
+/// embedded one, and expands it for `env`.
+pub fn load(
+    profiles_dir: Option<&Path>,
+    env: &Env,
+) -> Result<Vec<(PathBuf, String)>, WaysOutError> {
+    if let Some(dir) = profiles_dir {
+        let file = dir.join("linux").join("ways-out.toml");
+        if file.exists() {
+            let label = file.display().to_string();
+            let text = std::fs::read_to_string(&file).map_err(|e| WaysOutError {
+                file: label.clone(),
+                line: 0,
+                field: "(file)".into(),
+                message: format!("cannot read the ways-out list: {e}"),
+            })?;
+            return expand_file(&text, &label, env);
+        }
+    }
+    expand_file(WAYS_OUT_TOML, "(embedded ways-out.toml)", env)
+}
+
+/// The variables a template may use.
+const VARIABLES: [&str; 8] = [
+    "uid",
+    "user",
+    "home",
+    "xdg_runtime_dir",
+    "tmux_tmpdir",
+    "xauthority",
+    "docker_host_socket",
+    "ssh_auth_sock",
+];
+
+/// `Ok(None)` when the template uses an optional variable that is unset.
+fn expand_template(template: &str, env: &Env) -> Result<Option<String>, String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find(['{', '}']) {
+        if rest.as_bytes()[open] == b'}' {
+            return Err(format!("{template:?}: '}}' without a matching '{{'"));
+        }
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let close = after
+            .find('}')
+            .ok_or_else(|| format!("{template:?}: '{{' without a matching '}}'"))?;
+        let name = &after[..close];
+        match variable(name, env)? {
+            Some(value) => out.push_str(&value),
+            None => return Ok(None),
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(Some(out))
+}
+
+fn variable(name: &str, env: &Env) -> Result<Option<String>, String> {
+    let absolute = |var: &str, value: &str| -> Result<String, String> {
+        if Path::new(value).is_absolute() {
+            Ok(value.to_string())
+        } else {
+            Err(format!(
+                "${var} is {value:?}, not an absolute path; the sandbox cannot tell what it \
+                 names, so it refuses to guess (fix or unset it)"
+            ))
+        }
+    };
+    Ok(match name {
+        "uid" => Some(env.uid.to_string()),
+        "user" => Some(env.user.clone()),
+        "home" => Some(env.home.to_string_lossy().into_owned()),
+        "xdg_runtime_dir" => Some(match env.var("XDG_RUNTIME_DIR") {
+            Some(v) => absolute("XDG_RUNTIME_DIR", v)?,
+            None => format!("/run/user/{}", env.uid),
+        }),
+        "tmux_tmpdir" => Some(match env.var("TMUX_TMPDIR") {
+            Some(v) => absolute("TMUX_TMPDIR", v)?,
+            None => "/tmp".into(),
+        }),
+        "xauthority" => env
+            .var("XAUTHORITY")
+            .map(|v| absolute("XAUTHORITY", v))
+            .transpose()?,
+        "ssh_auth_sock" => env
+            .var("SSH_AUTH_SOCK")
+            .map(|v| absolute("SSH_AUTH_SOCK", v))
+            .transpose()?,
+        // Only a unix:// Docker host has a socket on this machine; tcp:// and ssh:// hosts
+        // are network endpoints this list cannot mask.
+        "docker_host_socket" => match env.var("DOCKER_HOST") {
+            Some(v) => match v.strip_prefix("unix://") {
+                Some(path) => Some(absolute("DOCKER_HOST", path)?),
+                None => None,
+            },
+            None => None,
+        },
+        other => {
+            return Err(format!(
+                "unknown variable {{{other}}}; known: {}",
+                VARIABLES.map(|v| format!("{{{v}}}")).join(", ")
+            ));
+        }
+    })
+}
+
+fn checked_path(path: &Path) -> Result<PathBuf, String> {
+    if path.as_os_str().as_encoded_bytes().contains(&0) {
+        return Err(format!("{path:?} contains a NUL byte"));
+    }
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Err(format!("{path:?} contains '..'"));
+    }
+    let normal = normalize(path).ok_or_else(|| format!("{path:?} is not an absolute path"))?;
+    if normal == Path::new("/") {
+        return Err(format!("{path:?} would mask the whole filesystem"));
+    }
+    Ok(normal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> Env {
+        Env {
+            uid: 1000,
+            user: "ada".into(),
+            home: PathBuf::from("/home/ada"),
+            vars: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            extra: Vec::new(),
+        }
+    }
+
+    fn paths(list: &[(PathBuf, String)]) -> Vec<String> {
+        list.iter().map(|(p, _)| p.display().to_string()).collect()
+    }
+
+    #[test]
+    fn embedded_list_expands_with_defaults() {
+        let list = expand(WAYS_OUT_TOML, &env(&[])).unwrap();
+        let p = paths(&list);
+        assert_eq!(
+            p[0], "/run/user/1000",
+            "XDG_RUNTIME_DIR unset: logind's folder"
+        );
+        // The second entry is the same folder: kept once.
+        assert_eq!(p.iter().filter(|x| *x == "/run/user/1000").count(), 1);
+        for want in [
+            "/tmp/tmux-1000",
+            "/run/screen/S-ada",
+            "/var/run/screen/S-ada",
+            "/home/ada/.screen",
+            "/tmp/.X11-unix",
+            "/home/ada/.Xauthority",
+            "/var/run/docker.sock",
+            "/run/docker.sock",
+            "/run/containerd/containerd.sock",
+            "/run/dbus",
+            "/run/systemd/private",
+        ] {
+            assert!(p.contains(&want.to_string()), "{want} missing from {p:?}");
+        }
+        // Optional variables unset: their entries are left out, not expanded to garbage.
+        assert!(!p.iter().any(|x| x.contains('{')));
+        assert!(list.iter().all(|(_, why)| !why.is_empty()));
+    }
+
+    #[test]
+    fn environment_variables_are_used() {
+        let list = expand(
+            WAYS_OUT_TOML,
+            &env(&[
+                ("XDG_RUNTIME_DIR", "/run/user/77"),
+                ("TMUX_TMPDIR", "/var/tmux"),
+                ("XAUTHORITY", "/run/user/1000/gdm/Xauthority"),
+                ("DOCKER_HOST", "unix:///run/user/1000/docker.sock"),
+                ("SSH_AUTH_SOCK", "/tmp/ssh-XYZ/agent.42"),
+            ]),
+        )
+        .unwrap();
+        let p = paths(&list);
+        assert_eq!(p[0], "/run/user/77");
+        assert!(p.contains(&"/run/user/1000".to_string()));
+        assert!(p.contains(&"/var/tmux/tmux-1000".to_string()));
+        assert!(p.contains(&"/run/user/1000/gdm/Xauthority".to_string()));
+        assert!(p.contains(&"/run/user/1000/docker.sock".to_string()));
+        assert!(p.contains(&"/tmp/ssh-XYZ/agent.42".to_string()));
+    }
+
+    #[test]
+    fn empty_variables_count_as_unset_and_tcp_docker_is_skipped() {
+        let list = expand(
+            WAYS_OUT_TOML,
+            &env(&[("TMUX_TMPDIR", ""), ("DOCKER_HOST", "tcp://10.0.0.1:2375")]),
+        )
+        .unwrap();
+        let p = paths(&list);
+        assert!(p.contains(&"/tmp/tmux-1000".to_string()));
+        assert!(!p.iter().any(|x| x.contains("10.0.0.1")));
+    }
+
+    #[test]
+    fn extra_sockets_are_appended() {
+        let mut e = env(&[]);
+        e.extra = vec![(
+            PathBuf::from("/srv/aw/server.sock"),
+            "the dispatcher's server".into(),
+        )];
+        let list = expand("version = 1\n", &e).unwrap();
+        assert_eq!(
+            list,
+            vec![(
+                PathBuf::from("/srv/aw/server.sock"),
+                "the dispatcher's server".into()
+            )]
+        );
+        e.extra = vec![(PathBuf::from("relative.sock"), "x".into())];
+        let err = expand("version = 1\n", &e).unwrap_err();
+        assert_eq!(err.field, "extra[0]");
+        assert!(err.message.contains("not an absolute path"), "{err}");
+    }
+
+    #[test]
+    fn unknown_variables_are_errors_with_line() {
+        let text = "version = 1\n\n[[way_out]]\npath = \"/tmp/x\"\nwhy = \"a\"\n\n[[way_out]]\npath = \"{runtime}/bus\"\nwhy = \"b\"\n";
+        let err = expand(text, &env(&[])).unwrap_err();
+        assert_eq!(err.line, 8);
+        assert_eq!(err.field, "way_out[1].path");
+        assert!(err.message.contains("unknown variable {runtime}"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("ways-out.toml:8: way_out[1].path:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn malformed_templates_and_values_are_errors() {
+        let one =
+            |path: &str| format!("version = 1\n[[way_out]]\npath = \"{path}\"\nwhy = \"w\"\n");
+        for (template, wanted) in [
+            ("/tmp/{uid", "without a matching '}'"),
+            ("/tmp/uid}", "without a matching '{'"),
+            ("tmp/x", "not an absolute path"),
+            ("/tmp/../etc", "contains '..'"),
+            ("/", "whole filesystem"),
+        ] {
+            let err = expand(&one(template), &env(&[])).unwrap_err();
+            assert_eq!(err.line, 3, "{template}");
+            assert!(err.message.contains(wanted), "{template}: {err}");
+        }
+        let err = expand(
+            &one("{xdg_runtime_dir}"),
+            &env(&[("XDG_RUNTIME_DIR", "run/me")]),
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("$XDG_RUNTIME_DIR is \"run/me\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn file_errors_name_the_line() {
+        let err = expand("version = 1\n[[way_out]]\npath = \"/x\"\n", &env(&[])).unwrap_err();
+        assert!(err.message.contains("why"), "{err}");
+        let err = expand("version = 2\n", &env(&[])).unwrap_err();
+        assert_eq!((err.line, err.field.as_str()), (1, "version"));
+        let err = expand(
+            "version = 1\n[[way_out]]\npath = \"/x\"\nwhy = \"w\"\nmode = 1\n",
+            &env(&[]),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("mode"), "{err}");
+        assert!(err.line >= 2, "{err}");
+    }
+
+    #[test]
+    fn profiles_dir_overrides_the_embedded_list() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            load(Some(dir.path()), &env(&[])).unwrap().len() > 5,
+            "no file: embedded"
+        );
+        std::fs::create_dir(dir.path().join("linux")).unwrap();
+        std::fs::write(
+            dir.path().join("linux/ways-out.toml"),
+            "version = 1\n[[way_out]]\npath = \"{home}/.sock\"\nwhy = \"mine\"\n",
+        )
+        .unwrap();
+        let list = load(Some(dir.path()), &env(&[])).unwrap();
+        assert_eq!(
+            list,
+            vec![(PathBuf::from("/home/ada/.sock"), "mine".into())]
+        );
+    }
+}

@@ -1,0 +1,422 @@
+//! macOS Seatbelt: a resolved [`Policy`] → a complete SBPL profile, usable alone with
+//! `sandbox-exec -f`.
+//!
+//! The profile is `(version 1) (deny default)` followed by allow rules only, each carrying
+//! its exclusions as `require-not`: a union of predicates, whose meaning does not depend on
+//! rule order. How the policy's layers become such a union is [`layout`]'s business; the
+//! SBPL text comes from a Tera template (`profiles/seatbelt/profile.sb.tera`, embedded,
+//! overridable) that receives only already-escaped string literals ([`escape`]), never raw
+//! paths. `docs/seatbelt.md` explains every rule and where each operation name was seen.
+
+pub mod escape;
+mod filters;
+mod layout;
+
+use std::borrow::Cow;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::Serialize;
+
+use crate::policy::{Access, Base, Op, Policy};
+use crate::target::Target;
+use escape::{EscapeError, path_literal, string_literal};
+use filters::Side;
+use layout::{Key, Layout, ReadTerm, Source, WriteTerm};
+
+/// The embedded profile template.
+pub const PROFILE_TEMPLATE: &str = include_str!("../../../profiles/seatbelt/profile.sb.tera");
+
+/// The template's name, and its file name under `PROFILES_DIR/seatbelt/`.
+pub const TEMPLATE_NAME: &str = "profile.sb.tera";
+
+/// The SBPL operation each policy operation is checked as. Read and list are both
+/// `file-read-data` (listing a folder reads its data); delete and the source of a rename
+/// are both `file-write-unlink` (see docs/seatbelt.md for the sources). `decide` answers
+/// each pair alike, so one SBPL operation can stand for both.
+pub fn operation_for(op: Op) -> &'static str {
+    match op {
+        Op::Read | Op::List => "file-read-data",
+        Op::Write => "file-write-data",
+        Op::Create => "file-write-create",
+        Op::Delete | Op::Rename => "file-write-unlink",
+        Op::Exec => "process-exec",
+        Op::ConnectUnix => "network-outbound",
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(
+        "a Seatbelt profile is for macOS, but this policy was resolved for {target}; load it \
+         with --target macos"
+    )]
+    NotMacos { target: Target },
+    #[error("{what} {path:?} ({origin}) is not an absolute path without '..'; Seatbelt would never match it")]
+    NotPlain {
+        what: &'static str,
+        origin: String,
+        path: PathBuf,
+    },
+    #[error("{what} ({origin}): {source}")]
+    Literal {
+        what: &'static str,
+        origin: String,
+        #[source]
+        source: EscapeError,
+    },
+    #[error("cannot read the Seatbelt template {path}: {source}")]
+    TemplateRead {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("Seatbelt template {origin}: {message}")]
+    Template { origin: String, message: String },
+}
+
+/// Where a template came from, for messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TemplateOrigin {
+    Embedded,
+    File(PathBuf),
+}
+
+impl std::fmt::Display for TemplateOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TemplateOrigin::Embedded => f.write_str("(embedded profile.sb.tera)"),
+            TemplateOrigin::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// A parsed profile template.
+pub struct Templates {
+    tera: tera::Tera,
+    origin: TemplateOrigin,
+}
+
+impl Templates {
+    /// The embedded template (parsed once per process).
+    pub fn embedded() -> &'static Templates {
+        static EMBEDDED: OnceLock<Templates> = OnceLock::new();
+        EMBEDDED.get_or_init(|| {
+            Templates::parse(PROFILE_TEMPLATE, TemplateOrigin::Embedded)
+                .expect("profiles/seatbelt/profile.sb.tera parses (checked by a unit test)")
+        })
+    }
+
+    /// The template in `file`.
+    pub fn from_file(file: &Path) -> Result<Templates, RenderError> {
+        let text = std::fs::read_to_string(file).map_err(|source| RenderError::TemplateRead {
+            path: file.to_path_buf(),
+            source,
+        })?;
+        Templates::parse(&text, TemplateOrigin::File(file.to_path_buf()))
+    }
+
+    /// `DIR/seatbelt/profile.sb.tera` when the profiles folder has one; the embedded template
+    /// otherwise (the same rule as `DIR/launchers.toml`). [`Templates::origin`] says which.
+    pub fn from_profiles_dir(dir: &Path) -> Result<Templates, RenderError> {
+        let file = dir.join("seatbelt").join(TEMPLATE_NAME);
+        if file.exists() {
+            Templates::from_file(&file)
+        } else {
+            Templates::parse(PROFILE_TEMPLATE, TemplateOrigin::Embedded)
+        }
+    }
+
+    pub fn origin(&self) -> &TemplateOrigin {
+        &self.origin
+    }
+
+    fn parse(text: &str, origin: TemplateOrigin) -> Result<Templates, RenderError> {
+        let mut tera = tera::Tera::default();
+        // The values are SBPL literals, escaped in Rust; HTML escaping would corrupt them.
+        tera.autoescape_on(Vec::new());
+        tera.add_raw_template(TEMPLATE_NAME, text)
+            .map_err(|e| template_error(&origin, &e))?;
+        Ok(Templates { tera, origin })
+    }
+}
+
+/// Tera nests the useful part of its errors (line, unknown variable) in `source()`.
+fn template_error(origin: &TemplateOrigin, e: &tera::Error) -> RenderError {
+    let mut message = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        message.push_str(": ");
+        message.push_str(&c.to_string());
+        cause = c.source();
+    }
+    RenderError::Template {
+        origin: origin.to_string(),
+        message,
+    }
+}
+
+/// Renders `policy` (resolved for macOS) with the embedded template.
+pub fn render(policy: &Policy) -> Result<String, RenderError> {
+    render_with(policy, Templates::embedded())
+}
+
+/// Renders `policy` (resolved for macOS) with `templates`.
+pub fn render_with(policy: &Policy, templates: &Templates) -> Result<String, RenderError> {
+    if policy.target != Target::Macos {
+        return Err(RenderError::NotMacos {
+            target: policy.target,
+        });
+    }
+    let policy = canonical(policy)?;
+    check_literals(&policy)?;
+    let data = ProfileData::new(&policy, &layout::layout(&policy))?;
+    let context = tera::Context::from_serialize(&data)
+        .map_err(|e| template_error(&templates.origin, &e))?;
+    templates
+        .tera
+        .render(TEMPLATE_NAME, &context)
+        .map_err(|e| template_error(&templates.origin, &e))
+}
+
+/// The policy with every path in canonical spelling (`/a/./b/` is `/a/b`: `Path` compares
+/// them equal, so must the profile). Loaded policies are canonical already and are borrowed;
+/// a hand-built one is copied. A relative path or one with `..` is refused: the kernel
+/// hands Seatbelt resolved paths, so such a rule would match nothing.
+fn canonical(policy: &Policy) -> Result<Cow<'_, Policy>, RenderError> {
+    let mut all_canonical = true;
+    for (what, origin, path) in paths_of(policy) {
+        if layout::is_canonical(path) {
+            continue;
+        }
+        if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+            return Err(RenderError::NotPlain {
+                what,
+                origin: origin.describe(),
+                path: path.to_path_buf(),
+            });
+        }
+        all_canonical = false;
+    }
+    if all_canonical {
+        return Ok(Cow::Borrowed(policy));
+    }
+    let mut p = policy.clone();
+    let fix = |path: &mut PathBuf| *path = path.components().collect();
+    p.protected.iter_mut().for_each(|r| fix(&mut r.path));
+    p.grants.iter_mut().for_each(|g| fix(&mut g.path));
+    p.refuse.iter_mut().for_each(|r| fix(&mut r.path));
+    p.closed.read.iter_mut().for_each(|r| fix(&mut r.path));
+    p.closed.write.iter_mut().for_each(|r| fix(&mut r.path));
+    p.launchers.exec.iter_mut().for_each(|l| fix(&mut l.path));
+    p.launchers.read.iter_mut().for_each(|l| fix(&mut l.path));
+    fix(&mut p.home);
+    Ok(Cow::Owned(p))
+}
+
+/// Every path must fit in an SBPL literal. The loader refuses control characters and
+/// non-UTF-8 for macOS; this also catches a path too long for Seatbelt's reader, and names
+/// the rule.
+fn check_literals(policy: &Policy) -> Result<(), RenderError> {
+    for (what, origin, path) in paths_of(policy) {
+        path_literal(path).map_err(|source| RenderError::Literal {
+            what,
+            origin: origin.describe(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Where a path came from, formatted only for an error (a policy can hold many thousands).
+enum PathOrigin<'p> {
+    Rule(&'p crate::policy::Origin),
+    Launchers,
+    Home,
+}
+
+impl PathOrigin<'_> {
+    fn describe(&self) -> String {
+        match self {
+            PathOrigin::Rule(o) => o.to_string(),
+            PathOrigin::Launchers => "the launcher list".into(),
+            PathOrigin::Home => "the home".into(),
+        }
+    }
+}
+
+/// Every path the profile may name: what it is, where it came from, the path.
+fn paths_of(policy: &Policy) -> impl Iterator<Item = (&'static str, PathOrigin<'_>, &Path)> {
+    fn rules<'p>(
+        what: &'static str,
+        rules: &'p [crate::policy::Rule],
+    ) -> impl Iterator<Item = (&'static str, PathOrigin<'p>, &'p Path)> {
+        rules
+            .iter()
+            .map(move |r| (what, PathOrigin::Rule(&r.origin), r.path.as_path()))
+    }
+    rules("protected root", &policy.protected)
+        .chain(
+            policy
+                .grants
+                .iter()
+                .map(|g| ("grant", PathOrigin::Rule(&g.origin), g.path.as_path())),
+        )
+        .chain(rules("refused path", &policy.refuse))
+        .chain(rules("closed.read folder", &policy.closed.read))
+        .chain(rules("closed.write folder", &policy.closed.write))
+        .chain(
+            policy
+                .launchers
+                .exec
+                .iter()
+                .chain(&policy.launchers.read)
+                .map(|l| ("launcher path", PathOrigin::Launchers, l.path.as_path())),
+        )
+        .chain(std::iter::once(("home", PathOrigin::Home, policy.home.as_path())))
+}
+
+// ---- what the template sees: escaped literals and filters built from them ----------------
+
+#[derive(Serialize)]
+struct ProfileData {
+    base: &'static str,
+    home: String,
+    launchers_blocked: bool,
+    read: Vec<ReadRule>,
+    write: Vec<WriteRule>,
+    keep: Vec<String>,
+    traverse: Vec<String>,
+    launcher_exec: Vec<String>,
+    launcher_folders: Vec<String>,
+    mach_names: Vec<String>,
+    mach_prefixes: Vec<String>,
+}
+
+/// A readable region: `files` for file-read* and file-ioctl, `exec` for process-exec (the
+/// same, minus the launcher binaries inside).
+#[derive(Serialize)]
+struct ReadRule {
+    what: &'static str,
+    files: String,
+    exec: String,
+}
+
+/// A writable region: `files` for file-write* and file-link (the kept ancestors left out),
+/// `remote` / `local` for Unix sockets.
+#[derive(Serialize)]
+struct WriteRule {
+    what: &'static str,
+    files: String,
+    remote: String,
+    local: String,
+}
+
+/// The literal for a path already checked by [`check_literals`].
+fn lit(key: Key<'_>) -> Result<String, RenderError> {
+    let path = Path::new(std::ffi::OsStr::from_bytes(key));
+    path_literal(path).map_err(|source| RenderError::Literal {
+        what: "path",
+        origin: path.to_string_lossy().into_owned(),
+        source,
+    })
+}
+
+fn lits(keys: &[Key<'_>]) -> Result<Vec<String>, RenderError> {
+    keys.iter().map(|k| lit(k)).collect()
+}
+
+fn describe(source: Source) -> &'static str {
+    match source {
+        Source::BaseOpen => "open base",
+        Source::ClosedRead => "closed base, read-only folder",
+        Source::ClosedWrite => "closed base, writable folder",
+        Source::Grant(Access::Ro) => "grant (ro)",
+        Source::Grant(Access::Rw) => "grant (rw)",
+    }
+}
+
+fn name_literal(what: &'static str, name: &str) -> Result<String, RenderError> {
+    string_literal(name).map_err(|source| RenderError::Literal {
+        what,
+        origin: name.to_string(),
+        source,
+    })
+}
+
+impl ReadRule {
+    fn new(t: &ReadTerm<'_>) -> Result<ReadRule, RenderError> {
+        let root = lit(t.region.root)?;
+        let except = lits(&t.region.except)?;
+        let files = filters::files(&root, &except, &[]);
+        let exec = if t.exec_except.is_empty() {
+            files.clone()
+        } else {
+            filters::files(&root, &except, &lits(&t.exec_except)?)
+        };
+        Ok(ReadRule {
+            what: describe(t.source),
+            files,
+            exec,
+        })
+    }
+}
+
+impl WriteRule {
+    fn new(t: &WriteTerm<'_>) -> Result<WriteRule, RenderError> {
+        let root = lit(t.region.root)?;
+        let except = lits(&t.region.except)?;
+        Ok(WriteRule {
+            what: describe(t.source),
+            files: filters::files(&root, &except, &lits(&t.keep)?),
+            remote: filters::sockets(Side::Remote, &root, &except),
+            local: filters::sockets(Side::Local, &root, &except),
+        })
+    }
+}
+
+impl ProfileData {
+    fn new(policy: &Policy, layout: &Layout<'_>) -> Result<ProfileData, RenderError> {
+        let blocked = policy.launchers.block;
+        let read = layout.read.iter().map(ReadRule::new).collect::<Result<_, _>>()?;
+        let write = layout.write.iter().map(WriteRule::new).collect::<Result<_, _>>()?;
+        let mut mach_names: Vec<String> = Vec::new();
+        let mut mach_prefixes: Vec<String> = Vec::new();
+        if blocked {
+            for m in &policy.launchers.mach_services {
+                mach_names.push(name_literal("launcher Mach service", &m.name)?);
+            }
+            for m in &policy.launchers.mach_prefixes {
+                mach_prefixes.push(name_literal("launcher Mach service prefix", &m.name)?);
+            }
+        }
+        for name in &policy.macos.deny_mach_services {
+            mach_names.push(name_literal("macos.deny_mach_services", name)?);
+        }
+        mach_names.sort();
+        mach_names.dedup();
+        mach_prefixes.sort();
+        mach_prefixes.dedup();
+        Ok(ProfileData {
+            base: match policy.base {
+                Base::Open => "open",
+                Base::Closed => "closed",
+            },
+            home: lit(layout::key(&policy.home))?,
+            launchers_blocked: blocked,
+            read,
+            write,
+            keep: lits(&layout.keep)?,
+            traverse: lits(&layout.traverse)?,
+            launcher_exec: lits(&layout.launcher_exec)?,
+            launcher_folders: lits(&layout.launcher_folders)?,
+            mach_names,
+            mach_prefixes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

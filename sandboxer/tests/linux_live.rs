@@ -1,0 +1,1370 @@
+//! Live tests of the Linux enforcer and `sandboxer exec` against the running kernel.
+//!
+//! Every scenario runs twice: as root, and as the unprivileged user `sbx-test` (created by
+//! `scripts/setup-test-env.sh`; when it is missing the unprivileged half fails under CI and is
+//! skipped with a notice elsewhere). Each builds its own tree in a temp dir under /tmp, owned
+//! by whoever runs the sandbox: a home, a protected state root holding `config.json` with a
+//! unique marker token, a granted chat runtime beside another chat's, and a granted workflow
+//! holding a refused `planning/` and a refused `workflow.db` that does not exist at launch.
+//!
+//! Verdicts are decided from errno, from the disk and from the marker token, never from what
+//! a program says about itself; every denial has a positive control (the same operation
+//! outside the sandbox succeeds, or a sibling operation inside does), so each test can fail.
+//! Operations run in `tests/helpers/probe.py`; processes a test starts are stopped by their own
+//! pid or socket.
+
+#![cfg(target_os = "linux")]
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io::Write;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::{Pid, User, getegid, geteuid};
+use sandboxer::linux::plan::{Gap, MountStep, Plan, Shape};
+use serde_json::Value;
+
+const PROBE_PY: &str = include_str!("helpers/probe.py");
+const PYTHON: &str = "/usr/bin/python3";
+const TEST_USER: &str = "sbx-test";
+const SETUP: &str = "scripts/setup-test-env.sh";
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+// ---- who runs the sandbox ------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Who {
+    Root,
+    User,
+}
+
+/// The identity a scenario runs the sandbox (and its controls) as.
+struct Runner {
+    uid: u32,
+    gid: u32,
+    /// Switch to this user with `setpriv` (the test process is root).
+    switch_to: Option<&'static str>,
+}
+
+/// Under CI a missing prerequisite fails the test; elsewhere it is skipped with a notice.
+fn unavailable(why: &str) -> Option<Runner> {
+    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+        panic!("{why}");
+    }
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+fn runner(who: Who) -> Option<Runner> {
+    let root = geteuid().is_root();
+    match who {
+        Who::Root if root => Some(Runner {
+            uid: 0,
+            gid: 0,
+            switch_to: None,
+        }),
+        Who::Root => unavailable("the root half of the live tests needs root (CI runs as root)"),
+        // Not root: the unprivileged case is this process's own user.
+        Who::User if !root => Some(Runner {
+            uid: geteuid().as_raw(),
+            gid: getegid().as_raw(),
+            switch_to: None,
+        }),
+        Who::User => match User::from_name(TEST_USER) {
+            Ok(Some(user)) => Some(Runner {
+                uid: user.uid.as_raw(),
+                gid: user.gid.as_raw(),
+                switch_to: Some(TEST_USER),
+            }),
+            _ => unavailable(&format!(
+                "user {TEST_USER} does not exist; create it with {SETUP} (or \
+                 `useradd --create-home {TEST_USER}`)"
+            )),
+        },
+    }
+}
+
+impl Runner {
+    /// `program` run as this runner, with an empty environment.
+    fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = match self.switch_to {
+            Some(user) => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", user, "--regid", user, "--init-groups", "--"]);
+                c.arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        c.env_clear();
+        c
+    }
+}
+
+/// Runs `$scenario(&Runner)` once as root and once as the unprivileged user.
+macro_rules! live {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[test]
+            fn as_root() {
+                if let Some(r) = super::runner(super::Who::Root) {
+                    super::$scenario(&r);
+                }
+            }
+            #[test]
+            fn as_user() {
+                if let Some(r) = super::runner(super::Who::User) {
+                    super::$scenario(&r);
+                }
+            }
+        }
+    )*};
+}
+
+live!(
+    masks_filesystem,
+    masks_ways_out,
+    masks_no_renesting,
+    terminal_injection,
+    process_passthrough,
+    signals_forwarded,
+    fail_closed_planner,
+    fail_closed_enforcer,
+    no_user_namespaces,
+    landlock_only_shape,
+);
+
+// ---- binaries --------------------------------------------------------------------------------
+
+fn sandboxer_bin(r: &Runner) -> PathBuf {
+    reachable(r, Path::new(env!("CARGO_BIN_EXE_sandboxer")))
+}
+
+/// The `exec-plan` example (tests/helpers/exec_plan.rs). Built here, once per test process,
+/// rather than trusted to be there: `cargo test --test linux_live` does not build examples,
+/// and a stale helper would test an old enforcer.
+fn exec_plan_bin(r: &Runner) -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let bin = BUILT.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--quiet",
+                "--example",
+                "exec-plan",
+                "--message-format=json",
+            ])
+            .arg("--manifest-path")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("running cargo to build the exec-plan example");
+        assert!(
+            out.status.success(),
+            "building the exec-plan example failed"
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "exec-plan")
+            .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+            .expect("cargo reported no exec-plan executable")
+    });
+    reachable(r, bin)
+}
+
+/// `bin` itself when the runner can execute it, else a copy in a world-readable folder (a CI
+/// checkout under /root is not reachable by the unprivileged user).
+fn reachable(r: &Runner, bin: &Path) -> PathBuf {
+    if r.switch_to.is_none() {
+        return bin.to_path_buf();
+    }
+    let ok = r
+        .command("/usr/bin/test")
+        .arg("-x")
+        .arg(bin)
+        .status()
+        .expect("running setpriv (util-linux)")
+        .success();
+    if ok {
+        return bin.to_path_buf();
+    }
+    let meta = fs::metadata(bin).expect("binary metadata");
+    let stamp = meta
+        .modified()
+        .expect("mtime")
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let dir = PathBuf::from(format!("/tmp/sbx-live-bin-{}", stamp.as_nanos()));
+    let copy = dir.join(bin.file_name().unwrap());
+    if !copy.exists() {
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        // Parallel tests may copy at once: each copies to its own name, then renames.
+        let tmp = dir.join(format!(
+            ".{}.{}",
+            bin.file_name().unwrap().to_string_lossy(),
+            std::process::id()
+        ));
+        fs::copy(bin, &tmp).unwrap();
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::rename(&tmp, &copy).unwrap();
+    }
+    copy
+}
+
+// ---- the tree --------------------------------------------------------------------------------
+
+/// One scenario's tree, owned by the runner.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    /// The protected state root.
+    state: PathBuf,
+    config: PathBuf,
+    runtimes: PathBuf,
+    /// This chat's runtime: granted rw, the command's working directory.
+    runtime: PathBuf,
+    chat2: PathBuf,
+    /// This chat's workflow: granted rw.
+    wf: PathBuf,
+    planning: PathBuf,
+    workflow_db: PathBuf,
+    /// Another workflow: protected.
+    wf2: PathBuf,
+    /// $XDG_RUNTIME_DIR and $TMUX_TMPDIR for the run.
+    xdg_runtime: PathBuf,
+    tmux_tmpdir: PathBuf,
+    probe: PathBuf,
+    policy: PathBuf,
+    marker: String,
+    uid: u32,
+    gid: u32,
+    outputs: std::cell::Cell<u32>,
+}
+
+impl Fixture {
+    fn new(r: &Runner) -> Fixture {
+        let dir = tempfile::Builder::new()
+            .prefix("sbx-live-")
+            .tempdir_in("/tmp")
+            .expect("temp dir under /tmp");
+        let root = dir.path().to_path_buf();
+        let home = root.join("home");
+        let state = home.join(".local/share/agentworks");
+        let runtimes = state.join("state/cli-runtimes/v1");
+        let wf = state.join("workspace-docs/wf1");
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let fx = Fixture {
+            config: state.join("config.json"),
+            runtime: runtimes.join("chat-1"),
+            chat2: runtimes.join("chat-2"),
+            planning: wf.join("planning"),
+            workflow_db: wf.join("workflow.db"),
+            wf2: state.join("workspace-docs/wf2"),
+            xdg_runtime: root.join("xdg-runtime"),
+            tmux_tmpdir: root.join("tmux"),
+            probe: root.join("probe.py"),
+            policy: root.join("policy.toml"),
+            marker: format!("MARKER-{}-{nanos}", std::process::id()),
+            uid: r.uid,
+            gid: r.gid,
+            outputs: std::cell::Cell::new(0),
+            runtimes,
+            wf,
+            state,
+            home,
+            root,
+            _dir: dir,
+        };
+        fx.build();
+        fx
+    }
+
+    fn build(&self) {
+        for d in [
+            &self.runtime,
+            &self.chat2,
+            &self.planning,
+            &self.wf2,
+            &self.xdg_runtime,
+            &self.tmux_tmpdir,
+        ] {
+            fs::create_dir_all(d).unwrap();
+        }
+        let m = &self.marker;
+        fs::write(self.home.join("notes.txt"), "home-content\n").unwrap();
+        fs::write(&self.config, format!("{{\"token\": \"{m}\"}}\n")).unwrap();
+        fs::write(self.runtime.join("runtime.txt"), "runtime-content\n").unwrap();
+        fs::write(self.chat2.join("secret.txt"), format!("chat-2 {m}\n")).unwrap();
+        fs::write(self.wf.join("doc.md"), "workflow-doc\n").unwrap();
+        fs::write(self.planning.join("plan.md"), format!("plan {m}\n")).unwrap();
+        fs::write(self.wf2.join("other.md"), format!("other workflow {m}\n")).unwrap();
+        fs::write(&self.probe, PROBE_PY).unwrap();
+        fs::write(
+            &self.policy,
+            format!(
+                "version = 1\nbase = \"open\"\n\n\
+                 [[protected]]\npath = {state:?}\nwhy = \"the state root\"\n\n\
+                 [[grant]]\npath = {rt:?}\naccess = \"rw\"\n\n\
+                 [[grant]]\npath = {wf:?}\naccess = \"rw\"\n\n\
+                 [[refuse]]\npath = {planning:?}\n\n\
+                 [[refuse]]\npath = {db:?}\n",
+                state = self.state,
+                rt = self.runtime,
+                wf = self.wf,
+                planning = self.planning,
+                db = self.workflow_db,
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&self.xdg_runtime, fs::Permissions::from_mode(0o700)).unwrap();
+        fs::set_permissions(&self.tmux_tmpdir, fs::Permissions::from_mode(0o700)).unwrap();
+        chown_tree(&self.root, self.uid, self.gid);
+    }
+
+    fn env(&self) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("HOME", self.home.clone().into()),
+            ("PATH", PATH.into()),
+            ("LANG", "C.UTF-8".into()),
+            ("XDG_RUNTIME_DIR", self.xdg_runtime.clone().into()),
+            ("TMUX_TMPDIR", self.tmux_tmpdir.clone().into()),
+        ]
+    }
+
+    /// `argv` run as the runner, with the fixture's environment, from the runtime.
+    fn as_runner(&self, r: &Runner, argv: &[OsString]) -> Command {
+        let mut c = r.command(&argv[0]);
+        c.args(&argv[1..])
+            .envs(self.env())
+            .current_dir(&self.runtime);
+        c
+    }
+
+    /// The command line of `sandboxer exec` with the fixture's policy, home and runtime.
+    fn exec_argv(&self, r: &Runner, options: &[&str], command: &[OsString]) -> Vec<OsString> {
+        let mut v = argv([sandboxer_bin(r).into_os_string()]);
+        v.extend(argv(["exec", "--policy"]));
+        v.push(self.policy.clone().into());
+        v.push("--home".into());
+        v.push(self.home.clone().into());
+        v.push("--cwd".into());
+        v.push(self.runtime.clone().into());
+        v.extend(argv(options.iter().copied()));
+        v.push("--".into());
+        v.extend_from_slice(command);
+        v
+    }
+
+    fn exec(&self, r: &Runner, options: &[&str], command: &[OsString]) -> Command {
+        self.as_runner(r, &self.exec_argv(r, options, command))
+    }
+
+    /// The same command without any sandbox (a positive control).
+    fn bare(&self, r: &Runner, command: &[OsString]) -> Command {
+        self.as_runner(r, command)
+    }
+
+    /// The plan `sandboxer exec --print-plan` makes for this fixture.
+    fn plan(&self, r: &Runner, options: &[&str]) -> Plan {
+        let mut opts = vec!["--print-plan"];
+        opts.extend_from_slice(options);
+        let out = self.run(self.exec(r, &opts, &argv(["true"])), None);
+        assert_eq!(out.code, Some(0), "--print-plan failed: {out:?}");
+        serde_json::from_str(&out.stdout).expect("plan JSON")
+    }
+
+    /// The command line running the hand-written `plan` through the exec-plan helper.
+    fn exec_plan_argv(&self, r: &Runner, plan: &Plan, command: &[OsString]) -> Vec<OsString> {
+        let file = self.root.join(format!("plan-{}.json", self.n()));
+        fs::write(&file, serde_json::to_string_pretty(plan).unwrap()).unwrap();
+        chown(&file, Some(self.uid), Some(self.gid)).unwrap();
+        let mut v = argv([exec_plan_bin(r).into_os_string(), file.into_os_string()]);
+        v.push("--cwd".into());
+        v.push(self.runtime.clone().into());
+        v.push("--".into());
+        v.extend_from_slice(command);
+        v
+    }
+
+    fn exec_plan(&self, r: &Runner, plan: &Plan, command: &[OsString]) -> Command {
+        self.as_runner(r, &self.exec_plan_argv(r, plan, command))
+    }
+
+    fn n(&self) -> u32 {
+        self.outputs.set(self.outputs.get() + 1);
+        self.outputs.get()
+    }
+
+    /// Runs `cmd` to completion (killed after [`TIMEOUT`]), stdout and stderr captured.
+    fn run(&self, cmd: Command, stdin: Option<&[u8]>) -> Ran {
+        let child = self.start(cmd, stdin);
+        child.wait()
+    }
+
+    fn start(&self, mut cmd: Command, stdin: Option<&[u8]>) -> Running {
+        let n = self.n();
+        let out = self.root.join(format!("out-{n}"));
+        let err = self.root.join(format!("err-{n}"));
+        cmd.stdout(fs::File::create(&out).unwrap())
+            .stderr(fs::File::create(&err).unwrap())
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+        if let Some(data) = stdin {
+            let mut pipe = child.stdin.take().unwrap();
+            pipe.write_all(data).unwrap();
+        }
+        Running {
+            child,
+            out,
+            err,
+            what: format!("{cmd:?}"),
+        }
+    }
+
+    fn probe_argv(&self, ops: &[Vec<String>]) -> Vec<OsString> {
+        argv([
+            PYTHON.to_string(),
+            self.probe.display().to_string(),
+            serde_json::to_string(ops).unwrap(),
+        ])
+    }
+
+    /// Asserts the marker token appears nowhere in `ran`'s output.
+    fn assert_no_marker(&self, ran: &Ran) {
+        assert!(
+            !ran.stdout.contains(&self.marker) && !ran.stderr.contains(&self.marker),
+            "the protected marker leaked into the output: {ran:?}"
+        );
+    }
+}
+
+fn chown_tree(path: &Path, uid: u32, gid: u32) {
+    chown(path, Some(uid), Some(gid)).unwrap();
+    if fs::symlink_metadata(path).unwrap().is_dir() {
+        for entry in fs::read_dir(path).unwrap() {
+            chown_tree(&entry.unwrap().path(), uid, gid);
+        }
+    }
+}
+
+fn argv<S: Into<OsString>>(items: impl IntoIterator<Item = S>) -> Vec<OsString> {
+    items.into_iter().map(Into::into).collect()
+}
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+struct Running {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+    what: String,
+}
+
+#[derive(Debug)]
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Running {
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    fn stdout(&self) -> String {
+        fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// Waits until stdout contains `text`, or panics after [`TIMEOUT`].
+    fn wait_for_output(&mut self, text: &str) {
+        let deadline = Instant::now() + TIMEOUT;
+        while !self.stdout().contains(text) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "{} ended ({status}) before printing {text:?}: {:?}",
+                    self.what,
+                    self.read(status.code())
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} never printed {text:?}",
+                self.what
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn wait(mut self) -> Ran {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return self.read(status.code());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("{} timed out: {:?}", self.what, self.read(None));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn read(&self, code: Option<i32>) -> Ran {
+        Ran {
+            code,
+            stdout: self.stdout(),
+            stderr: fs::read_to_string(&self.err).unwrap_or_default(),
+        }
+    }
+}
+
+// ---- probes ----------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    Allow,
+    Deny,
+}
+
+/// One operation and what the sandbox must answer.
+struct Case {
+    op: Vec<String>,
+    expect: Expect,
+}
+
+fn case(expect: Expect, op: &str, args: &[&Path]) -> Case {
+    let mut v = vec![op.to_string()];
+    v.extend(args.iter().map(|a| p(a)));
+    Case { op: v, expect }
+}
+
+fn case_s(expect: Expect, op: &str, args: &[&str]) -> Case {
+    let mut v = vec![op.to_string()];
+    v.extend(args.iter().map(|a| a.to_string()));
+    Case { op: v, expect }
+}
+
+#[derive(Debug)]
+struct Probed {
+    ok: bool,
+    err: Option<String>,
+    out: String,
+}
+
+fn parse_probes(stdout: &str) -> Vec<Probed> {
+    stdout
+        .lines()
+        // Under a pty, a character pushed with TIOCSTI is echoed in front of the next line.
+        .filter_map(|l| l.find('{').map(|at| l[at..].trim_end_matches('\r')))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"));
+            Probed {
+                ok: v["ok"].as_bool().unwrap(),
+                err: v["err"].as_str().map(str::to_string),
+                out: v["out"].as_str().unwrap_or_default().to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Checks each probe result against its case; all mismatches are reported together.
+fn check_cases(what: &str, cases: &[Case], ran: &Ran) -> Vec<Probed> {
+    let results = parse_probes(&ran.stdout);
+    assert_eq!(
+        results.len(),
+        cases.len(),
+        "{what}: expected {} probe results: {ran:?}",
+        cases.len()
+    );
+    let wrong: Vec<String> = cases
+        .iter()
+        .zip(&results)
+        .filter(|(c, r)| r.ok != (c.expect == Expect::Allow))
+        .map(|(c, r)| {
+            format!(
+                "  {:?}: expected {:?}, got ok={} err={:?}",
+                c.op, c.expect, r.ok, r.err
+            )
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{what}:\n{}\n{ran:?}", wrong.join("\n"));
+    results
+}
+
+fn ops(cases: &[Case]) -> Vec<Vec<String>> {
+    cases.iter().map(|c| c.op.clone()).collect()
+}
+
+// ---- scenarios: the masks shape ----------------------------------------------------------------
+
+fn masks_filesystem(r: &Runner) {
+    use Expect::{Allow, Deny};
+    let fx = Fixture::new(r);
+    assert_eq!(
+        fx.plan(r, &[]).shape,
+        Shape::Masks,
+        "this machine plans the masks shape"
+    );
+    let rt = &fx.runtime;
+    let config_before = fs::read_to_string(&fx.config).unwrap();
+    let cases = vec![
+        // The open home and the grants work.
+        case(Allow, "read", &[&fx.home.join("notes.txt")]),
+        case(Allow, "write", &[&fx.home.join("notes.txt")]),
+        case(Allow, "create", &[&fx.home.join("new-in-home.txt")]),
+        case(Allow, "read", &[&rt.join("runtime.txt")]),
+        case(Allow, "write", &[&rt.join("runtime.txt")]),
+        case(Allow, "create", &[&rt.join("created.txt")]),
+        case(Allow, "list", &[rt]),
+        case(Allow, "mkdir", &[&rt.join("sub")]),
+        case(Allow, "delete", &[&rt.join("created.txt")]),
+        case(Allow, "read", &[&fx.wf.join("doc.md")]),
+        case(Allow, "write", &[&fx.wf.join("doc.md")]),
+        case(Allow, "create", &[&fx.wf.join("new.md")]),
+        // The protected file: every way to reach it.
+        case(Deny, "read", &[&fx.config]),
+        case(Deny, "write", &[&fx.config]),
+        case(Deny, "list", &[&fx.state]),
+        case(Deny, "delete", &[&fx.config]),
+        case(Deny, "rename", &[&fx.config, &rt.join("stolen.json")]),
+        case(Deny, "link", &[&fx.config, &rt.join("linked.json")]),
+        case(
+            Deny,
+            "symlink-read",
+            &[&fx.config, &rt.join("link-to-config")],
+        ),
+        case_s(Deny, "read", &["../../../../config.json"]),
+        // The other chat, also through `..` from the runtime; nothing new beside runtimes.
+        case(Deny, "read", &[&fx.chat2.join("secret.txt")]),
+        case(Deny, "list", &[&fx.chat2]),
+        case_s(Deny, "read", &["../chat-2/secret.txt"]),
+        case(Deny, "read", &[&rt.join("../chat-2/secret.txt")]),
+        case(Deny, "create", &[&fx.runtimes.join("new.txt")]),
+        case(Deny, "mkdir", &[&fx.runtimes.join("chat-3")]),
+        // The cover's folders belong to the person inside: only read-only keeps them closed.
+        case_s(Deny, "chmod", &[&p(&fx.runtimes), "777"]),
+        case_s(Deny, "chmod", &[&p(&fx.state), "777"]),
+        // The other workflow.
+        case(Deny, "read", &[&fx.wf2.join("other.md")]),
+        // Refused inside the granted workflow: existing folder, and a file missing at launch.
+        case(Deny, "read", &[&fx.planning.join("plan.md")]),
+        case(Deny, "list", &[&fx.planning]),
+        case(Deny, "create", &[&fx.planning.join("new.md")]),
+        case(Deny, "delete", &[&fx.planning]),
+        case(
+            Deny,
+            "rename",
+            &[&fx.planning, &fx.wf.join("planning-moved")],
+        ),
+        case(Deny, "read", &[&fx.workflow_db]),
+        case(Deny, "create", &[&fx.workflow_db]),
+        case(Deny, "write", &[&fx.workflow_db]),
+        case(Deny, "mkdir", &[&fx.workflow_db.join("x")]),
+        // The grant itself cannot be moved away from its rules.
+        case(Deny, "rename", &[&fx.wf, &rt.join("wf-moved")]),
+    ];
+    let ran = fx.run(fx.exec(r, &[], &fx.probe_argv(&ops(&cases))), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    check_cases("inside the sandbox", &cases, &ran);
+    fx.assert_no_marker(&ran);
+
+    // From the disk: nothing protected changed, the grants did.
+    assert_eq!(fs::read_to_string(&fx.config).unwrap(), config_before);
+    for gone in [
+        rt.join("stolen.json"),
+        rt.join("linked.json"),
+        fx.runtimes.join("new.txt"),
+        fx.runtimes.join("chat-3"),
+        fx.wf.join("planning-moved"),
+        rt.join("wf-moved"),
+        fx.workflow_db.clone(),
+    ] {
+        assert!(!gone.exists(), "{} exists after the run", gone.display());
+    }
+    assert!(fx.planning.join("plan.md").exists() && !fx.planning.join("new.md").exists());
+    assert!(rt.join("sub").is_dir() && !rt.join("created.txt").exists());
+    assert!(
+        fs::read_to_string(fx.home.join("new-in-home.txt"))
+            .unwrap()
+            .contains("created-by-probe")
+    );
+    assert!(
+        fs::read_to_string(fx.wf.join("doc.md"))
+            .unwrap()
+            .contains("written-by-probe")
+    );
+
+    // Positive controls: the same reads outside the sandbox reach the protected content.
+    let controls = vec![
+        case(Allow, "read", &[&fx.config]),
+        case(Allow, "list", &[&fx.state]),
+        case(Allow, "read", &[&fx.chat2.join("secret.txt")]),
+        case(Allow, "read", &[&fx.planning.join("plan.md")]),
+        case(Allow, "read", &[&fx.wf2.join("other.md")]),
+    ];
+    let bare = fx.run(fx.bare(r, &fx.probe_argv(&ops(&controls))), None);
+    let results = check_cases("outside the sandbox", &controls, &bare);
+    assert!(
+        results[0].out.contains(&fx.marker),
+        "control read of config.json: {bare:?}"
+    );
+}
+
+/// A Unix socket listener the test process owns, counting who connected.
+struct Listener {
+    socket: UnixListener,
+}
+
+impl Listener {
+    fn path(path: &Path) -> Listener {
+        let socket = UnixListener::bind(path).unwrap();
+        fs::set_permissions(path, fs::Permissions::from_mode(0o777)).unwrap();
+        socket.set_nonblocking(true).unwrap();
+        Listener { socket }
+    }
+
+    fn abstract_name(name: &str) -> Listener {
+        let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let socket = UnixListener::bind_addr(&addr).unwrap();
+        socket.set_nonblocking(true).unwrap();
+        Listener { socket }
+    }
+
+    fn connections(&self) -> usize {
+        std::iter::from_fn(|| self.socket.accept().ok()).count()
+    }
+}
+
+/// A real tmux server outside the sandbox, stopped through its own socket.
+struct Tmux<'a> {
+    fx: &'a Fixture,
+    runner: &'a Runner,
+}
+
+impl<'a> Tmux<'a> {
+    fn start(fx: &'a Fixture, runner: &'a Runner) -> Tmux<'a> {
+        let tmux = Tmux { fx, runner };
+        let out = tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "sbx", "sh"]);
+        assert_eq!(
+            out.code,
+            Some(0),
+            "starting tmux (install it: {SETUP}): {out:?}"
+        );
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> Ran {
+        let mut c = self.runner.command("tmux");
+        c.args(args).envs(self.fx.env()).current_dir(&self.fx.root);
+        self.fx.run(c, None)
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.fx
+            .tmux_tmpdir
+            .join(format!("tmux-{}", self.fx.uid))
+            .join("default")
+    }
+
+    fn windows(&self) -> usize {
+        let out = self.run(&["list-windows", "-t", "sbx"]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        out.stdout.lines().count()
+    }
+}
+
+impl Drop for Tmux<'_> {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// Waits up to [`TIMEOUT`] for `path` to appear.
+fn appears(path: &Path) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if path.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn masks_ways_out(r: &Runner) {
+    use Expect::{Allow, Deny};
+    let fx = Fixture::new(r);
+    let bus_path = fx.xdg_runtime.join("bus");
+    let bus = Listener::path(&bus_path);
+    let abstract_name = format!("sbx-live-{}", fx.root.display());
+    let abstract_sock = Listener::abstract_name(&abstract_name);
+    let tmux = Tmux::start(&fx, r);
+    let mut victim_cmd = r.command("sleep");
+    victim_cmd
+        .arg("600")
+        .envs([("SBX_VICTIM", fx.marker.as_str())]);
+    let victim = fx.start(victim_cmd, None);
+    let pid = victim.pid().to_string();
+
+    let cases = |expect: Expect| {
+        vec![
+            case(expect, "connect", &[&bus_path]),
+            case_s(expect, "connect-abstract", &[&abstract_name]),
+            case(expect, "connect", &[&tmux.socket()]),
+            case_s(expect, "kill", &[&pid, "0"]),
+            case_s(expect, "ptrace", &[&pid]),
+            case_s(expect, "proc-root", &[&pid]),
+            case_s(expect, "proc-environ", &[&pid]),
+        ]
+    };
+    let inside = cases(Deny);
+    let ran = fx.run(fx.exec(r, &[], &fx.probe_argv(&ops(&inside))), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    check_cases("ways out inside the sandbox", &inside, &ran);
+    fx.assert_no_marker(&ran);
+
+    // tmux from inside: the server outside must not run anything nor grow a window.
+    let pwned = fx.root.join("pwned-send-keys");
+    let pwned2 = fx.root.join("pwned-new-window");
+    let script = format!(
+        "tmux send-keys -t sbx 'touch {}' Enter; echo send-keys=$?; \
+         tmux new-window -t sbx 'touch {}'; echo new-window=$?",
+        p(&pwned),
+        p(&pwned2)
+    );
+    let ran = fx.run(fx.exec(r, &[], &argv(["sh", "-c", &script])), None);
+    assert!(
+        !ran.stdout.contains("send-keys=0") && !ran.stdout.contains("new-window=0"),
+        "tmux reached the outside server: {ran:?}"
+    );
+    assert_eq!(
+        tmux.windows(),
+        1,
+        "a window appeared in the outside tmux server"
+    );
+
+    // Positive controls, outside: the same connections, signal, ptrace and /proc reads work,
+    // and the tmux server runs what it is sent.
+    let outside = cases(Allow);
+    let bare = fx.run(fx.bare(r, &fx.probe_argv(&ops(&outside))), None);
+    let results = check_cases("ways out outside the sandbox", &outside, &bare);
+    assert!(
+        results[6].out.contains(&fx.marker),
+        "control read of the victim's environ: {bare:?}"
+    );
+    let control = fx.root.join("control-send-keys");
+    let sent = tmux.run(&[
+        "send-keys",
+        "-t",
+        "sbx",
+        &format!("touch {}", p(&control)),
+        "Enter",
+    ]);
+    assert_eq!(sent.code, Some(0), "{sent:?}");
+    assert!(
+        appears(&control),
+        "the outside tmux server did not run the control command"
+    );
+    assert!(
+        !pwned.exists() && !pwned2.exists(),
+        "a command sent from inside ran outside"
+    );
+    assert_eq!(
+        bus.connections(),
+        1,
+        "only the control reached the session bus"
+    );
+    assert_eq!(
+        abstract_sock.connections(),
+        1,
+        "only the control reached the abstract socket"
+    );
+
+    let mut victim = victim;
+    victim.child.kill().unwrap();
+    victim.child.wait().unwrap();
+}
+
+fn masks_no_renesting(r: &Runner) {
+    let fx = Fixture::new(r);
+    let state = p(&fx.state);
+    let rt = p(&fx.runtime);
+    // Every attempt prints its status; a 0 anywhere would mean a mask came off or a mount
+    // went on.
+    let script = format!(
+        "unshare -Urm --propagation unchanged sh -c \
+           'umount -l {state}; echo nested-umount=$?; cat {state}/config.json; ls -a {state}; \
+            mount -t tmpfs none {rt}; echo nested-mount=$?'; \
+         echo unshare=$?; \
+         umount -l {state}; echo umount=$?; \
+         umount -l {planning}; echo umount-refused=$?; \
+         mount -t tmpfs none {rt}; echo mount=$?; \
+         mount -o remount,rw {state}; echo remount=$?; \
+         cat {state}/config.json; echo cat=$?",
+        planning = p(&fx.planning),
+    );
+    let ran = fx.run(fx.exec(r, &[], &argv(["sh", "-c", &script])), None);
+    fx.assert_no_marker(&ran);
+    for attempt in [
+        "nested-umount",
+        "nested-mount",
+        "umount",
+        "umount-refused",
+        "mount",
+        "remount",
+        "cat",
+    ] {
+        assert!(
+            !ran.stdout.lines().any(|l| l == format!("{attempt}=0")),
+            "{attempt} succeeded inside the sandbox: {ran:?}"
+        );
+    }
+    assert!(
+        ran.stdout.contains("cat="),
+        "the script did not run to its end: {ran:?}"
+    );
+    // Control: the same read outside shows the marker.
+    let bare = fx.run(fx.bare(r, &argv(["cat", &p(&fx.config)])), None);
+    assert!(bare.stdout.contains(&fx.marker), "{bare:?}");
+}
+
+/// Quotes `s` for `sh`.
+fn sh_quote(s: &OsStr) -> String {
+    format!("'{}'", s.to_string_lossy().replace('\'', r"'\''"))
+}
+
+fn terminal_injection(r: &Runner) {
+    let fx = Fixture::new(r);
+    let probe = fx.probe_argv(&[vec!["tiocsti".into(), "0".into()], vec!["open-tty".into()]]);
+    // Under a real pty (script(1) makes one, with the pty as the child's controlling terminal).
+    let under_pty = |inner: &[OsString]| {
+        let line: Vec<String> = inner.iter().map(|a| sh_quote(a)).collect();
+        fx.as_runner(r, &argv(["script", "-qec", &line.join(" "), "/dev/null"]))
+    };
+    let ran = fx.run(under_pty(&probe), None);
+    let control = parse_probes(&ran.stdout);
+    assert_eq!(control.len(), 2, "control under script(1): {ran:?}");
+    if !control[0].ok {
+        let legacy = fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti").unwrap_or_default();
+        assert_eq!(
+            legacy.trim(),
+            "0",
+            "TIOCSTI fails even outside the sandbox: {control:?}"
+        );
+        eprintln!("SKIPPED: dev.tty.legacy_tiocsti = 0: TIOCSTI is off for everyone here");
+        return;
+    }
+    assert!(
+        control[1].ok,
+        "the control has a controlling terminal: {control:?}"
+    );
+
+    let inside = [
+        ("masks", fx.exec_argv(r, &[], &probe)),
+        (
+            "landlock-only",
+            fx.exec_plan_argv(r, &landlock_only_plan(&fx, r), &probe),
+        ),
+    ];
+    for (shape, command) in inside {
+        let ran = fx.run(under_pty(&command), None);
+        let results = parse_probes(&ran.stdout);
+        assert_eq!(results.len(), 2, "{shape}: {ran:?}");
+        assert!(
+            !results[0].ok,
+            "{shape}: TIOCSTI into the caller's terminal worked: {ran:?}"
+        );
+        assert!(
+            !results[1].ok,
+            "{shape}: /dev/tty opened (still a controlling terminal): {ran:?}"
+        );
+    }
+}
+
+// ---- scenarios: the process ------------------------------------------------------------------
+
+fn process_passthrough(r: &Runner) {
+    let fx = Fixture::new(r);
+    let sh = |script: &str| argv(["sh", "-c", script]);
+
+    let ran = fx.run(fx.exec(r, &[], &sh("exit 7")), None);
+    assert_eq!(ran.code, Some(7), "{ran:?}");
+    let ran = fx.run(fx.exec(r, &[], &sh("kill -TERM $$; sleep 5")), None);
+    assert_eq!(ran.code, Some(128 + 15), "killed by SIGTERM: {ran:?}");
+    let ran = fx.run(fx.exec(r, &[], &sh("kill -KILL $$; sleep 5")), None);
+    assert_eq!(ran.code, Some(128 + 9), "killed by SIGKILL: {ran:?}");
+
+    let mut cmd = fx.exec(
+        r,
+        &[],
+        &sh("cat; echo \"$SBX_LIVE_VAR\"; echo to-stderr >&2; pwd; exit 5"),
+    );
+    cmd.env("SBX_LIVE_VAR", "passed-through");
+    let ran = fx.run(cmd, Some(b"from-stdin\n"));
+    assert_eq!(ran.code, Some(5), "{ran:?}");
+    assert_eq!(
+        ran.stdout,
+        format!("from-stdin\npassed-through\n{}\n", p(&fx.runtime)),
+        "{ran:?}"
+    );
+    assert!(ran.stderr.contains("to-stderr"), "{ran:?}");
+
+    // Not found: 127, and the sandbox says so.
+    let ran = fx.run(fx.exec(r, &[], &argv(["/nonexistent/program"])), None);
+    assert_eq!(ran.code, Some(127), "{ran:?}");
+    assert!(ran.stderr.contains("/nonexistent/program"), "{ran:?}");
+
+    // A fresh /proc: only PID 1 and the command itself.
+    let ran = fx.run(fx.exec(r, &[], &argv(["ls", "/proc"])), None);
+    let pids: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| l.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(pids, ["1", "2"], "{ran:?}");
+
+    // The command runs as the person, with no capability, in its own PID namespace.
+    let ran = fx.run(fx.exec(r, &[], &sh("id -u; id -g; echo pid=$$; grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status")), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(lines[0], r.uid.to_string(), "{ran:?}");
+    assert_eq!(lines[1], r.gid.to_string(), "{ran:?}");
+    assert_eq!(
+        lines[2], "pid=2",
+        "the command is PID 1's only child: {ran:?}"
+    );
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            ran.stdout.contains(&format!("{cap}:\t0000000000000000")),
+            "{cap}: {ran:?}"
+        );
+    }
+    assert!(ran.stdout.contains("NoNewPrivs:\t1"), "{ran:?}");
+}
+
+fn signals_forwarded(r: &Runner) {
+    let fx = Fixture::new(r);
+    let program = "import signal, sys, time\n\
+                   def got(s, f):\n    print('got', s, flush=True); sys.exit(3)\n\
+                   for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):\n    signal.signal(s, got)\n\
+                   print('ready', flush=True)\n\
+                   time.sleep(60)\n";
+    for sig in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+    ] {
+        let mut running = fx.start(fx.exec(r, &[], &argv([PYTHON, "-c", program])), None);
+        running.wait_for_output("ready");
+        kill(running.pid(), sig).unwrap();
+        let ran = running.wait();
+        assert_eq!(ran.code, Some(3), "{sig}: {ran:?}");
+        assert!(
+            ran.stdout.contains(&format!("got {}", sig as i32)),
+            "{sig}: {ran:?}"
+        );
+    }
+}
+
+// ---- scenarios: fail closed ------------------------------------------------------------------
+
+fn fail_closed_planner(r: &Runner) {
+    let fx = Fixture::new(r);
+    let marker_file = fx.root.join("ran");
+    let touch = argv(["touch".into(), p(&marker_file)]);
+    let facts = fx.root.join("no-userns.json");
+    fs::write(&facts, r#"{"user_namespaces": false}"#).unwrap();
+    chown(&facts, Some(fx.uid), Some(fx.gid)).unwrap();
+
+    let ran = fx.run(
+        fx.exec(
+            r,
+            &["--assume-facts", &p(&facts), "--enforce", "masks"],
+            &touch,
+        ),
+        None,
+    );
+    assert_eq!(ran.code, Some(125), "{ran:?}");
+    assert!(
+        ran.stderr.contains("namespace"),
+        "the refusal names the missing layer: {ran:?}"
+    );
+    assert!(
+        !marker_file.exists(),
+        "the command ran although the plan was refused"
+    );
+
+    // Control: the same command with the real facts runs.
+    let ran = fx.run(fx.exec(r, &["--enforce", "masks"], &touch), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(marker_file.exists());
+}
+
+fn fail_closed_enforcer(r: &Runner) {
+    let fx = Fixture::new(r);
+    let marker_file = fx.root.join("ran");
+    let touch = argv(["touch".into(), p(&marker_file)]);
+    let good = fx.plan(r, &[]);
+
+    let mut too_new = good.clone();
+    too_new.landlock.abi = 99;
+    let mut breaking = good.clone();
+    breaking.gaps.push(Gap {
+        id: "test-gap".into(),
+        detail: "a gap that breaks the policy".into(),
+        breaks_policy: true,
+        paths: Vec::new(),
+    });
+    let mut other_uid = good.clone();
+    other_uid.uid += 1;
+    let mut uncovered = good.clone();
+    uncovered
+        .mounts
+        .retain(|m| !matches!(m, MountStep::Cover { path, .. } if *path == fx.state));
+    let mut symlinked = good.clone();
+    let link = fx.root.join("link-to-home");
+    std::os::unix::fs::symlink(&fx.home, &link).unwrap();
+    symlinked.landlock.rules[0].path = link;
+
+    for (plan, names) in [
+        (&too_new, &["Landlock", "ABI 99"][..]),
+        (&breaking, &["plan", "test-gap"][..]),
+        (&other_uid, &["plan", "uid"][..]),
+        (&uncovered, &["plan", "no earlier cover"][..]),
+        (&symlinked, &["Landlock", "symlink"][..]),
+    ] {
+        let ran = fx.run(fx.exec_plan(r, plan, &touch), None);
+        assert_eq!(ran.code, Some(125), "{ran:?}");
+        for name in names {
+            assert!(
+                ran.stderr.contains(name),
+                "the error names {name:?}: {ran:?}"
+            );
+        }
+        assert!(
+            !marker_file.exists(),
+            "the command ran under a refused plan: {ran:?}"
+        );
+    }
+
+    // Control: the unaltered plan runs the command.
+    let ran = fx.run(fx.exec_plan(r, &good, &touch), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(marker_file.exists());
+}
+
+/// `argv` inside a user namespace whose own limit forbids creating another one: to the
+/// sandbox, a machine with user namespaces disabled.
+fn without_user_namespaces(command: Vec<OsString>) -> Vec<OsString> {
+    let mut v = argv([
+        "unshare",
+        "-Ur",
+        "sh",
+        "-c",
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"",
+        "sh",
+    ]);
+    v.extend(command);
+    v
+}
+
+fn no_user_namespaces(r: &Runner) {
+    let fx = Fixture::new(r);
+    let open = fx.root.join("open.toml");
+    fs::write(
+        &open,
+        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n",
+    )
+    .unwrap();
+    chown(&open, Some(fx.uid), Some(fx.gid)).unwrap();
+    let marker_file = fx.root.join("ran");
+    let report = "echo pid=$$; grep NoNewPrivs /proc/self/status";
+
+    // The fixture's policy needs the masks: refused, nothing run, and the refusal says why.
+    let touch = argv(["touch".into(), p(&marker_file)]);
+    let ran = fx.run(
+        fx.as_runner(r, &without_user_namespaces(fx.exec_argv(r, &[], &touch))),
+        None,
+    );
+    assert_eq!(ran.code, Some(125), "{ran:?}");
+    assert!(ran.stderr.contains("no-user-namespaces"), "{ran:?}");
+    assert!(!marker_file.exists(), "the command ran without its sandbox");
+
+    // A policy Landlock alone enforces: the launch falls back to the Landlock-only shape (no
+    // PID namespace: the command is not PID 1's child), still confined.
+    let mut open_exec = fx.exec_argv(r, &[], &argv(["sh", "-c", report]));
+    open_exec[3] = open.clone().into();
+    assert_eq!(open_exec[2], "--policy");
+    let ran = fx.run(
+        fx.as_runner(r, &without_user_namespaces(open_exec.clone())),
+        None,
+    );
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(
+        !ran.stdout.contains("pid=2\n"),
+        "ran in a PID namespace: {ran:?}"
+    );
+    assert!(ran.stdout.contains("NoNewPrivs:\t1"), "{ran:?}");
+
+    // Control: with user namespaces, the same launch gets the masks shape.
+    let ran = fx.run(fx.as_runner(r, &open_exec), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(ran.stdout.contains("pid=2\n"), "{ran:?}");
+}
+
+// ---- scenarios: the Landlock-only shape --------------------------------------------------------
+
+/// A hand-written Landlock-only plan: the system read-only, the runtime read-write, nothing
+/// else of the fixture (the planner itself refuses Landlock-only for a policy with protected
+/// roots below ABI 9).
+fn landlock_only_plan(fx: &Fixture, r: &Runner) -> Plan {
+    use sandboxer::linux::plan::{FsRight, LandlockPlan, LandlockRule};
+    let abi = 6;
+    let all = FsRight::known_at(abi);
+    let read: Vec<FsRight> = vec![FsRight::Execute, FsRight::ReadFile, FsRight::ReadDir];
+    let mut rules: Vec<LandlockRule> = ["/usr", "/etc", "/proc"]
+        .iter()
+        .map(|d| LandlockRule {
+            path: d.into(),
+            rights: read.clone(),
+            is_dir: true,
+            why: "system".into(),
+        })
+        .collect();
+    rules.push(LandlockRule {
+        path: fx.probe.clone(),
+        rights: vec![FsRight::ReadFile],
+        is_dir: false,
+        why: "the probe script".into(),
+    });
+    for rw in ["/dev".into(), fx.runtime.clone()] {
+        rules.push(LandlockRule {
+            path: rw,
+            rights: all.clone(),
+            is_dir: true,
+            why: "read-write".into(),
+        });
+    }
+    Plan {
+        shape: Shape::LandlockOnly,
+        uid: r.uid,
+        gid: r.gid,
+        namespaces: false,
+        mounts: Vec::new(),
+        landlock: LandlockPlan {
+            abi,
+            handled: all,
+            rules,
+            scope_abstract_unix: true,
+            scope_signal: true,
+            narrowed: Vec::new(),
+        },
+        absent: Vec::new(),
+        gaps: Vec::new(),
+    }
+}
+
+fn landlock_only_shape(r: &Runner) {
+    use Expect::{Allow, Deny};
+    let fx = Fixture::new(r);
+    let abstract_name = format!("sbx-live-ll-{}", fx.root.display());
+    let abstract_sock = Listener::abstract_name(&abstract_name);
+    let mut victim_cmd = r.command("sleep");
+    victim_cmd.arg("600");
+    let mut victim = fx.start(victim_cmd, None);
+    let pid = victim.pid().to_string();
+    let cases = vec![
+        case(Allow, "read", &[&fx.runtime.join("runtime.txt")]),
+        case(Allow, "create", &[&fx.runtime.join("created.txt")]),
+        case(Allow, "read", &[Path::new("/etc/passwd")]),
+        case(Deny, "create", &[&fx.root.join("outside-the-rules.txt")]),
+        case(Deny, "read", &[&fx.config]),
+        case(Deny, "read", &[&fx.chat2.join("secret.txt")]),
+        case_s(Deny, "connect-abstract", &[&abstract_name]),
+        case_s(Deny, "kill", &[&pid, "0"]),
+        case_s(Deny, "ptrace", &[&pid]),
+        case_s(Deny, "proc-environ", &[&pid]),
+    ];
+    let ran = fx.run(
+        fx.exec_plan(r, &landlock_only_plan(&fx, r), &fx.probe_argv(&ops(&cases))),
+        None,
+    );
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    check_cases("Landlock-only", &cases, &ran);
+    fx.assert_no_marker(&ran);
+    assert!(!fx.root.join("outside-the-rules.txt").exists());
+
+    // The same process steps: no capability, no_new_privs, a session of its own.
+    let status = fx.run(
+        fx.exec_plan(
+            r,
+            &landlock_only_plan(&fx, r),
+            &argv(["sh", "-c", "grep -E '^(CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status; ps -o sid= -p $$; echo pid=$$"]),
+        ),
+        None,
+    );
+    assert_eq!(status.code, Some(0), "{status:?}");
+    for line in [
+        "CapPrm:\t0000000000000000",
+        "CapEff:\t0000000000000000",
+        "CapAmb:\t0000000000000000",
+        "NoNewPrivs:\t1",
+    ] {
+        assert!(status.stdout.contains(line), "{line}: {status:?}");
+    }
+    let sid = status
+        .stdout
+        .lines()
+        .rev()
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_string();
+    let own_pid = status
+        .stdout
+        .lines()
+        .last()
+        .unwrap()
+        .trim_start_matches("pid=")
+        .to_string();
+    assert_eq!(
+        sid, own_pid,
+        "the command leads its own session: {status:?}"
+    );
+
+    // Controls outside.
+    let controls = vec![
+        case(Allow, "read", &[&fx.config]),
+        case_s(Allow, "connect-abstract", &[&abstract_name]),
+        case_s(Allow, "kill", &[&pid, "0"]),
+    ];
+    let bare = fx.run(fx.bare(r, &fx.probe_argv(&ops(&controls))), None);
+    check_cases("Landlock-only controls", &controls, &bare);
+    assert_eq!(abstract_sock.connections(), 1, "only the control connected");
+    victim.child.kill().unwrap();
+    victim.child.wait().unwrap();
+}

@@ -1,0 +1,926 @@
+//! The Linux planner: plans for the product-shaped policy (snapshots), the fallback rule and
+//! its refusals, and the property that a plan's own model (`Plan::decide`) agrees with the
+//! policy's (`Policy::decide`) everywhere except where a gap the plan lists explains it.
+//!
+//! Everything runs against an in-memory tree (`MemFs`) under a fixed fake home, never the
+//! real one.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use sandboxer::linux::facts::Blocker;
+use sandboxer::linux::plan::{Facts, FsRight, MountStep, Plan, Shape};
+use sandboxer::linux::planner::{
+    Decider, EntryKind, GapKind, MemFs, MountEffect, RefusalId, WAYS_OUT_ORIGIN, choose_with,
+    classify, plan_with,
+};
+use sandboxer::linux::ways_out::{self, Env};
+use sandboxer::policy::{Enforce, ResolveOptions};
+use sandboxer::{Op, Policy, Target, Verdict};
+
+const HOME: &str = "/home/ada";
+
+/// The product's shape (see `PRODUCT` in src/policy/tests.rs) with Linux paths: the state
+/// root under XDG_DATA_HOME, the workspace documents, one chat's runtime and two workflows.
+const PRODUCT_LINUX: &str = r#"
+version = 1
+base = "open"
+
+[[protected]]
+path = "~/.local/share/agentworks"
+why = "the dispatcher's state root"
+[[protected]]
+path = "~/Documents/AgentWorks"
+why = "the workspace documents"
+
+[[grant]]
+path = "~/.local/share/agentworks/state/cli-runtimes/v1/chat-1"
+access = "rw"
+[[grant]]
+path = "~/Documents/AgentWorks/wf-main"
+access = "rw"
+[[grant]]
+path = "~/Documents/AgentWorks/wf-ref"
+access = "ro"
+
+[[refuse]]
+path = "~/Documents/AgentWorks/wf-main/planning"
+[[refuse]]
+path = "~/Documents/AgentWorks/wf-main/workflow.db"
+"#;
+
+fn env() -> Env {
+    Env {
+        uid: 1000,
+        user: "ada".into(),
+        home: PathBuf::from(HOME),
+        vars: Default::default(),
+        extra: Vec::new(),
+    }
+}
+
+fn product() -> Policy {
+    let mut opts = ResolveOptions::new(Target::Linux, PathBuf::from(HOME), false).unwrap();
+    opts.ways_out = ways_out::expand(ways_out::WAYS_OUT_TOML, &env()).unwrap();
+    Policy::from_toml(PRODUCT_LINUX, "product.toml", &opts).unwrap()
+}
+
+/// A small Linux machine: the person's home with the product's state, a session bus, an X
+/// server, Docker, and the system folders.
+fn machine() -> MemFs {
+    let mut fs = MemFs::new();
+    for d in [
+        "/usr/bin",
+        "/etc",
+        "/dev/pts",
+        "/proc",
+        "/tmp",
+        "/run/user/1000",
+        "/home/ada/projects/site",
+        "/home/ada/.config",
+        "/home/ada/.local/bin",
+        "/home/ada/.local/share/agentworks/state/cli-runtimes/v1/chat-1",
+        "/home/ada/.local/share/agentworks/state/cli-runtimes/v1/chat-2",
+        "/home/ada/.local/share/agentworks/personal-mcp",
+        "/home/ada/Documents/AgentWorks/wf-main/planning",
+        "/home/ada/Documents/AgentWorks/wf-ref",
+        "/home/ada/Documents/AgentWorks/wf-other",
+        "/home/ada/Documents/notes",
+    ] {
+        fs.dir(d);
+    }
+    for f in [
+        "/usr/bin/bash",
+        "/etc/passwd",
+        "/home/ada/.bashrc",
+        "/home/ada/.Xauthority",
+        "/home/ada/.local/share/agentworks/config.json",
+        "/home/ada/Documents/AgentWorks/wf-main/src.md",
+        "/home/ada/Documents/AgentWorks/wf-ref/a.md",
+    ] {
+        fs.file(f);
+    }
+    for s in [
+        "/run/user/1000/bus",
+        "/tmp/.X11-unix/X0",
+        "/run/docker.sock",
+        "/run/dbus/system_bus_socket",
+        "/dev/null",
+    ] {
+        fs.add(s, EntryKind::Other);
+    }
+    for ro in ["/", "/run", "/run/user", "/usr", "/usr/bin", "/etc", "/dev"] {
+        fs.read_only(ro);
+    }
+    fs
+}
+
+fn facts(abi: u32, userns: bool) -> Facts {
+    Facts {
+        landlock_abi: abi,
+        user_namespaces: userns,
+        mount_pid_namespaces: userns,
+        uid: 1000,
+        gid: 1000,
+        namespaces_blocked_by: (!userns).then_some(Blocker::AppArmorRestriction),
+    }
+}
+
+fn gap_ids(plan: &Plan) -> Vec<&str> {
+    plan.gaps.iter().map(|g| g.id.as_str()).collect()
+}
+
+fn v(plan: &Plan, op: Op, path: &str) -> Verdict {
+    plan.decide(op, Path::new(path)).verdict
+}
+
+#[test]
+fn product_masks_plan_snapshot() {
+    let plan = choose_with(&product(), &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    assert_eq!(plan.shape, Shape::Masks);
+    insta::assert_yaml_snapshot!("product_masks_abi7", plan);
+}
+
+#[test]
+fn product_landlock_only_plan_snapshot() {
+    let plan = plan_with(
+        &product(),
+        &facts(9, false),
+        Shape::LandlockOnly,
+        &machine(),
+    )
+    .unwrap();
+    insta::assert_yaml_snapshot!("product_landlock_only_abi9", plan);
+}
+
+#[test]
+fn product_masks_plan_decides_like_the_policy() {
+    let policy = product();
+    let plan = choose_with(&policy, &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    let app = "/home/ada/.local/share/agentworks";
+    let docs = "/home/ada/Documents/AgentWorks";
+    use Verdict::*;
+    for (op, path, want) in [
+        (Op::Read, "/home/ada/.bashrc".to_string(), Allow),
+        (Op::Create, "/home/ada/new.txt".into(), Allow),
+        (Op::List, "/home/ada".into(), Allow),
+        (Op::Read, format!("{app}/config.json"), Deny),
+        (Op::List, app.into(), Deny),
+        (
+            Op::Read,
+            format!("{app}/state/cli-runtimes/v1/chat-2/x"),
+            Deny,
+        ),
+        (
+            Op::Write,
+            format!("{app}/state/cli-runtimes/v1/chat-1/x"),
+            Allow,
+        ),
+        (Op::Create, format!("{app}/state/cli-runtimes/v1/new"), Deny),
+        (Op::Write, format!("{docs}/wf-main/src.md"), Allow),
+        (Op::Read, format!("{docs}/wf-main/planning/plan.json"), Deny),
+        (Op::Create, format!("{docs}/wf-main/workflow.db"), Deny),
+        (Op::Read, format!("{docs}/wf-ref/a.md"), Allow),
+        (Op::Write, format!("{docs}/wf-ref/a.md"), Deny),
+        (Op::Read, format!("{docs}/wf-other/a.md"), Deny),
+        (Op::ConnectUnix, "/run/user/1000/bus".into(), Deny),
+        (Op::ConnectUnix, "/tmp/.X11-unix/X0".into(), Deny),
+        (Op::ConnectUnix, "/run/docker.sock".into(), Deny),
+        (Op::ConnectUnix, "/run/dbus/system_bus_socket".into(), Deny),
+        (Op::Read, "/home/ada/.Xauthority".into(), Deny),
+        (Op::Write, "/dev/null".into(), Allow),
+        (Op::Exec, "/usr/bin/bash".into(), Allow),
+    ] {
+        assert_eq!(
+            v(&plan, op, &path),
+            want,
+            "{op} {path}: {}",
+            plan.decide(op, Path::new(&path))
+        );
+        assert_eq!(
+            policy.decide(op, Path::new(&path)).verdict,
+            want,
+            "the policy itself: {op} {path}"
+        );
+    }
+    // The one looser spot, listed: a socket in the read-only grant (no resolve-unix at ABI 7).
+    let d = plan.decide(Op::ConnectUnix, Path::new(&format!("{docs}/wf-ref/s.sock")));
+    assert_eq!(d.verdict, Allow);
+    assert!(matches!(
+        d.by,
+        Decider::Unhandled {
+            right: FsRight::ResolveUnix,
+            abi: 7
+        }
+    ));
+    assert!(gap_ids(&plan).contains(&"read-only-grant-sockets"));
+    assert!(plan.breaking_gaps().next().is_none(), "{:#?}", plan.gaps);
+}
+
+#[test]
+fn decisions_name_the_deciding_mask_or_rule() {
+    let plan = choose_with(&product(), &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    let d = plan.decide(
+        Op::Read,
+        Path::new("/home/ada/.local/share/agentworks/config.json"),
+    );
+    assert_eq!(
+        d.to_string(),
+        "deny: mount step 6 covers /home/ada/.local/share/agentworks"
+    );
+    let d = plan.decide(
+        Op::Write,
+        Path::new("/home/ada/Documents/AgentWorks/wf-ref/a.md"),
+    );
+    assert_eq!(
+        d.to_string(),
+        "deny: mount step 8 binds read-only /home/ada/Documents/AgentWorks/wf-ref"
+    );
+    let d = plan.decide(
+        Op::Delete,
+        Path::new("/home/ada/Documents/AgentWorks/wf-main"),
+    );
+    assert!(
+        matches!(
+            d.by,
+            Decider::Mount {
+                effect: MountEffect::MountPoint,
+                ..
+            }
+        ),
+        "{d}"
+    );
+    let d = plan.decide(Op::Read, Path::new("/home/ada/.bashrc"));
+    assert_eq!(
+        d.to_string(),
+        "allow: Landlock rule 0 on / grants read-file"
+    );
+    let d = plan.decide(Op::Read, Path::new("relative"));
+    assert_eq!(d.to_string(), "deny: the path is not absolute");
+}
+
+#[test]
+fn abi_9_masks_close_sockets_in_read_only_grants_by_hole_punching() {
+    let plan = choose_with(&product(), &facts(9, true), &machine(), Enforce::Auto).unwrap();
+    assert_eq!(plan.shape, Shape::Masks);
+    let sock = "/home/ada/Documents/AgentWorks/wf-ref/s.sock";
+    let d = plan.decide(Op::ConnectUnix, Path::new(sock));
+    assert_eq!(d.verdict, Verdict::Deny, "{d}");
+    assert!(
+        !gap_ids(&plan).contains(&"read-only-grant-sockets"),
+        "{:?}",
+        gap_ids(&plan)
+    );
+    // Elsewhere sockets stay reachable: siblings along the way got resolve-unix back.
+    assert_eq!(
+        v(&plan, Op::ConnectUnix, "/home/ada/projects/site/dev.sock"),
+        Verdict::Allow
+    );
+    assert!(plan.landlock.narrowed.contains(&PathBuf::from("/home/ada")));
+    // The rule on `/` has every right except resolve-unix.
+    let root = &plan.landlock.rules[0];
+    assert_eq!(root.path, Path::new("/"));
+    assert!(!root.rights.contains(&FsRight::ResolveUnix));
+    assert_eq!(root.rights.len(), plan.landlock.handled.len() - 1);
+    insta::assert_yaml_snapshot!("product_masks_abi9_landlock", plan.landlock);
+}
+
+#[test]
+fn fallback_without_user_namespaces_is_a_refusal_that_says_why() {
+    let err = choose_with(&product(), &facts(7, false), &machine(), Enforce::Auto).unwrap_err();
+    assert_eq!(err.id, RefusalId::NoUserNamespaces);
+    assert!(
+        err.message
+            .contains("kernel.apparmor_restrict_unprivileged_userns=0"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("pathname-sockets"), "{}", err.message);
+    assert!(
+        err.message.contains("metadata-unguarded"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("bridge-only"), "{}", err.message);
+    insta::assert_yaml_snapshot!("refusal_abi7_no_userns", err);
+
+    // ABI 9 closes pathname sockets, but metadata of protected files stays open: still refused.
+    let err = choose_with(&product(), &facts(9, false), &machine(), Enforce::Auto).unwrap_err();
+    assert_eq!(err.id, RefusalId::NoUserNamespaces);
+    assert!(!err.message.contains("pathname-sockets"), "{}", err.message);
+    assert!(
+        err.message.contains("metadata-unguarded"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn no_landlock_and_old_landlock_are_refused() {
+    let err = choose_with(&product(), &facts(0, true), &machine(), Enforce::Auto).unwrap_err();
+    assert_eq!(err.id, RefusalId::NoLandlock);
+    assert!(
+        err.message.contains("Landlock is missing"),
+        "{}",
+        err.message
+    );
+    insta::assert_yaml_snapshot!("refusal_abi0", err);
+
+    // Masks alone do not reach abstract sockets: ABI 5 is not enough, and says so.
+    let err = choose_with(&product(), &facts(5, true), &machine(), Enforce::Auto).unwrap_err();
+    assert_eq!(err.id, RefusalId::LandlockTooOld);
+    assert!(
+        err.message.contains("abstract-unix-sockets"),
+        "{}",
+        err.message
+    );
+    let masks = plan_with(&product(), &facts(5, true), Shape::Masks, &machine()).unwrap();
+    let breaking: Vec<&str> = masks.breaking_gaps().map(|g| g.id.as_str()).collect();
+    assert_eq!(breaking, ["abstract-unix-sockets"]);
+    // ...and ABI 6 is (the documented minimum).
+    assert_eq!(
+        choose_with(&product(), &facts(6, true), &machine(), Enforce::Auto)
+            .unwrap()
+            .shape,
+        Shape::Masks
+    );
+    assert_eq!(sandboxer::linux::planner::MIN_ABI_MASKS, 6);
+}
+
+#[test]
+fn enforce_knob_limits_the_shapes_tried() {
+    let err = choose_with(&product(), &facts(7, false), &machine(), Enforce::Masks).unwrap_err();
+    assert_eq!(err.id, RefusalId::NoUserNamespaces);
+    assert_eq!(err.attempts.len(), 1);
+    assert!(
+        err.message.contains("asks for `masks` only"),
+        "{}",
+        err.message
+    );
+    let err = choose_with(
+        &product(),
+        &facts(7, true),
+        &machine(),
+        Enforce::LandlockOnly,
+    )
+    .unwrap_err();
+    assert_eq!(err.id, RefusalId::GapsBreakPolicy);
+    assert_eq!(err.attempts[0].shape, Shape::LandlockOnly);
+}
+
+fn linux_policy(text: &str, ways_out: &[(&str, &str)]) -> Policy {
+    let mut opts = ResolveOptions::new(Target::Linux, PathBuf::from(HOME), false).unwrap();
+    opts.ways_out = ways_out
+        .iter()
+        .map(|(p, w)| (PathBuf::from(p), w.to_string()))
+        .collect();
+    Policy::from_toml(text, "p.toml", &opts).unwrap()
+}
+
+#[test]
+fn landlock_only_serves_a_closed_base_without_protected_roots() {
+    let policy = linux_policy(
+        "version = 1\nbase = \"closed\"\n[linux]\nways_out = false\n\
+         [[grant]]\npath = \"~/projects/site\"\naccess = \"rw\"\n",
+        &[],
+    );
+    let plan = choose_with(&policy, &facts(7, false), &machine(), Enforce::Auto).unwrap();
+    assert_eq!(plan.shape, Shape::LandlockOnly);
+    assert!(plan.mounts.is_empty() && !plan.namespaces);
+    assert_eq!(
+        v(&plan, Op::Write, "/home/ada/projects/site/x"),
+        Verdict::Allow
+    );
+    assert_eq!(v(&plan, Op::Read, "/home/ada/.bashrc"), Verdict::Deny);
+    assert_eq!(v(&plan, Op::Read, "/usr/bin/bash"), Verdict::Allow);
+    assert_eq!(v(&plan, Op::Write, "/usr/bin/bash"), Verdict::Deny);
+    assert_eq!(v(&plan, Op::Write, "/dev/null"), Verdict::Allow);
+    let ids = gap_ids(&plan);
+    assert!(
+        ids.contains(&"closed-base-sockets") && ids.contains(&"closed-base-metadata"),
+        "{ids:?}"
+    );
+    assert!(
+        plan.landlock.narrowed.is_empty(),
+        "a closed base needs no hole punching here"
+    );
+    // Without Landlock the same policy is refused: nothing else enforces a closed base.
+    let err = choose_with(&policy, &facts(0, true), &machine(), Enforce::Auto).unwrap_err();
+    assert_eq!(err.id, RefusalId::NoLandlock);
+}
+
+#[test]
+fn absent_paths_get_placeholders_only_where_safe() {
+    let policy = linux_policy(
+        "version = 1\nbase = \"open\"\n\
+         [[protected]]\npath = \"~/state\"\n\
+         [[protected]]\npath = \"/srv/aw\"\n\
+         [[grant]]\npath = \"~/state/chat\"\naccess = \"rw\"\n",
+        &[("/tmp/tmux-1000", "tmux")],
+    );
+    let plan = choose_with(&policy, &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    // ~/state is missing under a writable home: a placeholder folder, covered.
+    assert!(
+        plan.mounts.iter().any(|m| matches!(m,
+            MountStep::Cover { path, existed: false, is_dir: true, .. }
+                if path == Path::new("/home/ada/state"))),
+        "{:#?}",
+        plan.mounts
+    );
+    // /srv does not exist and `/` is not writable: nobody inside can make it, so no
+    // placeholder and no Landlock narrowing of `/`; listed as out of reach.
+    let srv = plan
+        .absent
+        .iter()
+        .find(|a| a.path == Path::new("/srv/aw"))
+        .expect("absent");
+    assert!(!srv.creatable && !srv.ways_out);
+    assert!(
+        plan.landlock.narrowed.is_empty(),
+        "{:?}",
+        plan.landlock.narrowed
+    );
+    assert_eq!(
+        classify(&plan, &policy, Op::Create, Path::new("/srv/aw")),
+        Some(GapKind::AbsentOutOfReach)
+    );
+    // In landlock-only nothing is placeholdered: the creatable ~/state is kept uncreatable by
+    // narrowing the home instead.
+    let ll = plan_with(&policy, &facts(9, false), Shape::LandlockOnly, &machine()).unwrap();
+    let state = ll
+        .absent
+        .iter()
+        .find(|a| a.path == Path::new("/home/ada/state"))
+        .unwrap();
+    assert!(state.creatable);
+    assert_eq!(v(&ll, Op::Create, "/home/ada/state"), Verdict::Deny);
+    assert!(ll.landlock.narrowed.contains(&PathBuf::from("/home/ada")));
+    // A missing ways-out entry is left alone (a daemon may want it later) and listed.
+    assert!(
+        !plan
+            .mounts
+            .iter()
+            .any(|m| m.path() == Path::new("/tmp/tmux-1000"))
+    );
+    let gap = plan
+        .gaps
+        .iter()
+        .find(|g| g.id == "absent-ways-out")
+        .expect("listed");
+    assert!(!gap.breaks_policy);
+    assert!(gap.paths.contains(&PathBuf::from("/tmp/tmux-1000")));
+    // The grant inside the placeholder did not exist: stricter, listed.
+    assert!(gap_ids(&plan).contains(&"absent-at-launch"));
+    assert_eq!(
+        policy
+            .protected
+            .iter()
+            .find(|r| r.path == Path::new("/tmp/tmux-1000"))
+            .unwrap()
+            .origin
+            .file,
+        WAYS_OUT_ORIGIN,
+        "the loader marks ways-out entries the way the planner expects"
+    );
+}
+
+#[test]
+fn launcher_exec_paths_are_closed_by_landlock_in_masks() {
+    let policy = linux_policy(
+        "version = 1\nbase = \"open\"\n[launchers]\nextra = [\"/usr/bin/bash\"]\n",
+        &[],
+    );
+    let plan = choose_with(&policy, &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    assert_eq!(plan.shape, Shape::Masks);
+    assert_eq!(v(&plan, Op::Exec, "/usr/bin/bash"), Verdict::Deny);
+    assert_eq!(v(&plan, Op::Read, "/usr/bin/bash"), Verdict::Allow);
+    assert_eq!(v(&plan, Op::Exec, "/etc/passwd"), Verdict::Allow);
+    assert!(plan.breaking_gaps().next().is_none(), "{:#?}", plan.gaps);
+}
+
+#[test]
+fn symlinked_rule_paths_are_plan_errors() {
+    let policy = linux_policy(
+        "version = 1\nbase = \"open\"\n[[protected]]\npath = \"~/state\"\n",
+        &[],
+    );
+    let mut fs = machine();
+    fs.add("/home/ada/state", EntryKind::Symlink);
+    let err = plan_with(&policy, &facts(7, true), Shape::Masks, &fs).unwrap_err();
+    assert!(err.to_string().contains("is a symlink"), "{err}");
+    let refusal = choose_with(&policy, &facts(7, true), &fs, Enforce::Auto).unwrap_err();
+    assert_eq!(refusal.id, RefusalId::PlanFailed);
+}
+
+#[test]
+fn host_filesystem_listing_feeds_hole_punching() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(home.join("state/chat")).unwrap();
+    std::fs::create_dir(home.join("projects")).unwrap();
+    std::fs::write(home.join("notes.txt"), "x").unwrap();
+    std::os::unix::fs::symlink("/etc", home.join("link")).unwrap();
+    let opts = ResolveOptions::new(Target::Linux, home.clone(), true).unwrap();
+    let policy = Policy::from_toml(
+        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n\
+         [[protected]]\npath = \"~/state\"\n",
+        "p.toml",
+        &opts,
+    )
+    .unwrap();
+    let plan =
+        sandboxer::linux::planner::plan(&policy, &facts(9, false), Shape::LandlockOnly).unwrap();
+    let rule_paths: Vec<&Path> = plan
+        .landlock
+        .rules
+        .iter()
+        .map(|r| r.path.as_path())
+        .collect();
+    assert!(
+        rule_paths.contains(&home.join("projects").as_path()),
+        "{rule_paths:?}"
+    );
+    let notes = plan
+        .landlock
+        .rules
+        .iter()
+        .find(|r| r.path == home.join("notes.txt"))
+        .unwrap();
+    assert!(!notes.is_dir && notes.rights.iter().all(|r| r.applies_to_files()));
+    assert!(
+        !rule_paths.contains(&home.join("link").as_path()),
+        "never a rule on a symlink"
+    );
+    assert!(!rule_paths.contains(&home.join("state").as_path()));
+    assert_eq!(
+        v(&plan, Op::Read, &home.join("state/x").to_string_lossy()),
+        Verdict::Deny
+    );
+    assert_eq!(
+        v(&plan, Op::Write, &home.join("projects/x").to_string_lossy()),
+        Verdict::Allow
+    );
+}
+
+// ---- the property -----------------------------------------------------------------------------
+
+/// Cases: PROPTEST_CASES, else 10 000 (the CI value).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// Paths of one to three components from a small alphabet, so rules collide often.
+const NAMES: [&str; 3] = ["a", "b", "c"];
+
+fn universe() -> Vec<String> {
+    let mut out = Vec::new();
+    for a in NAMES {
+        out.push(format!("/{a}"));
+        for b in NAMES {
+            out.push(format!("/{a}/{b}"));
+            for c in NAMES {
+                out.push(format!("/{a}/{b}/{c}"));
+            }
+        }
+    }
+    out
+}
+
+fn path_strategy() -> impl Strategy<Value = String> {
+    let u = universe();
+    (0..u.len()).prop_map(move |i| u[i].clone())
+}
+
+/// A suffix of zero to two components (for grants inside protected roots, refusals inside
+/// grants).
+fn suffix() -> impl Strategy<Value = String> {
+    proptest::collection::vec(0..NAMES.len(), 0..3)
+        .prop_map(|v| v.into_iter().map(|i| format!("/{}", NAMES[i])).collect())
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    text: String,
+    ways_out: Vec<String>,
+    fs_kinds: Vec<u8>,
+    read_only: Vec<bool>,
+    abi: u32,
+    userns: bool,
+    queries: Vec<String>,
+}
+
+fn case_strategy() -> impl Strategy<Value = Case> {
+    let n = universe().len();
+    (
+        any::<bool>(),
+        proptest::collection::vec(path_strategy(), 0..3),
+        proptest::collection::vec((0..3usize, suffix(), any::<bool>()), 0..4),
+        proptest::collection::vec((0..4usize, suffix()), 0..3),
+        proptest::collection::vec(path_strategy(), 0..3),
+        proptest::collection::vec(path_strategy(), 0..3),
+        proptest::collection::vec(path_strategy(), 0..2),
+        proptest::collection::vec(path_strategy(), 0..2),
+    )
+        .prop_flat_map(
+            move |(open, protected, grants, refuse, cread, cwrite, extra, ways)| {
+                (
+                    Just((open, protected, grants, refuse, cread, cwrite, extra, ways)),
+                    proptest::collection::vec(0u8..5, n),
+                    proptest::collection::vec(any::<bool>(), n),
+                    prop_oneof![
+                        Just(0u32),
+                        Just(1),
+                        Just(2),
+                        Just(3),
+                        Just(5),
+                        Just(6),
+                        Just(7),
+                        Just(9),
+                        Just(10)
+                    ],
+                    any::<bool>(),
+                    proptest::collection::vec((path_strategy(), suffix()), 1..8),
+                )
+            },
+        )
+        .prop_map(|(p, fs_kinds, read_only, abi, userns, q)| {
+            let (open, protected, grants, refuse, cread, cwrite, extra, ways) = p;
+            let mut text = format!(
+                "version = 1\nbase = \"{}\"\n",
+                if open { "open" } else { "closed" }
+            );
+            let mut roots = protected.clone();
+            roots.extend(ways.iter().cloned());
+            for p in &protected {
+                text.push_str(&format!("[[protected]]\npath = \"{p}\"\n"));
+            }
+            let mut granted: Vec<(String, bool)> = Vec::new();
+            for (i, s, rw) in &grants {
+                let base = if open {
+                    match roots.get(i % roots.len().max(1)) {
+                        Some(r) => r.clone(),
+                        None => continue,
+                    }
+                } else {
+                    universe()[(i * 7) % 39].clone()
+                };
+                let path = format!("{base}{s}");
+                if granted.iter().any(|(g, _)| *g == path) {
+                    continue;
+                }
+                granted.push((path, *rw));
+            }
+            for (g, rw) in &granted {
+                text.push_str(&format!(
+                    "[[grant]]\npath = \"{g}\"\naccess = \"{}\"\n",
+                    if *rw { "rw" } else { "ro" }
+                ));
+            }
+            for (i, s) in &refuse {
+                if let Some((g, _)) = granted.get(i % granted.len().max(1)) {
+                    text.push_str(&format!("[[refuse]]\npath = \"{g}{s}\"\n"));
+                }
+            }
+            let list = |v: &[String]| {
+                v.iter()
+                    .map(|p| format!("\"{p}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            text.push_str(&format!("[launchers]\nextra = [{}]\n", list(&extra)));
+            if !open {
+                text.push_str(&format!(
+                    "[closed]\nread = [{}]\nwrite = [{}]\n",
+                    list(&cread),
+                    list(&cwrite)
+                ));
+            }
+            let queries = q.into_iter().map(|(p, s)| format!("{p}{s}")).collect();
+            Case {
+                text,
+                ways_out: ways,
+                fs_kinds,
+                read_only,
+                abi,
+                userns,
+                queries,
+            }
+        })
+}
+
+fn build_fs(case: &Case) -> MemFs {
+    let mut fs = MemFs::new();
+    let mut kinds: std::collections::BTreeMap<String, EntryKind> = Default::default();
+    for (i, p) in universe().iter().enumerate() {
+        let parent = Path::new(p)
+            .parent()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let parent_is_dir = parent == "/" || kinds.get(&parent) == Some(&EntryKind::Dir);
+        let kind = match case.fs_kinds[i] {
+            0 | 1 => None,
+            2 => Some(EntryKind::Dir),
+            3 => Some(EntryKind::File),
+            _ => Some(EntryKind::Other),
+        };
+        if let (true, Some(k)) = (parent_is_dir, kind) {
+            fs.add(p, k);
+            kinds.insert(p.clone(), k);
+        }
+        if case.read_only[i] {
+            fs.read_only(p);
+        }
+    }
+    fs
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// For random policies, trees and facts: wherever the plan's model and the policy
+    /// disagree, the plan lists the gap that explains it, with the right `breaks_policy`;
+    /// a chosen plan has no breaking gap; and from ABI 3 on no difference is unexplained.
+    #[test]
+    fn plan_decide_matches_policy_except_listed_gaps(case in case_strategy()) {
+        let mut opts = ResolveOptions::new(Target::Linux, PathBuf::from("/h"), false).unwrap();
+        opts.ways_out = case.ways_out.iter().map(|p| (PathBuf::from(p), "test way out".to_string())).collect();
+        let policy = match Policy::from_toml(&case.text, "case.toml", &opts) {
+            Ok(p) => p,
+            Err(e) => panic!("the generator made an invalid policy: {e}\n{}", case.text),
+        };
+        let fs = build_fs(&case);
+        let facts = Facts {
+            landlock_abi: case.abi,
+            user_namespaces: case.userns,
+            mount_pid_namespaces: case.userns,
+            uid: 1000,
+            gid: 1000,
+            namespaces_blocked_by: None,
+        };
+        let mut queries: Vec<String> = universe();
+        queries.extend(case.queries.iter().cloned());
+        queries.extend(case.queries.iter().map(|q| format!("{q}/zz")));
+        queries.push("/".into());
+        let shapes: &[Shape] = if case.userns { &[Shape::Masks, Shape::LandlockOnly] } else { &[Shape::LandlockOnly] };
+        for &shape in shapes {
+            let plan = plan_with(&policy, &facts, shape, &fs)
+                .unwrap_or_else(|e| panic!("{shape}: {e}\n{}", case.text));
+            for q in &queries {
+                for op in Op::ALL {
+                    let differs = plan.decide(op, Path::new(q)).verdict
+                        != policy.decide(op, Path::new(q)).verdict;
+                    let kind = classify(&plan, &policy, op, Path::new(q));
+                    prop_assert_eq!(differs, kind.is_some());
+                    let Some(kind) = kind else { continue };
+                    let gap = plan.gaps.iter().find(|g| g.id == kind.id());
+                    prop_assert!(
+                        gap.is_some(),
+                        "{} {} {}: plan says {}, policy says {}, class {:?} not listed in {:?}\n{}",
+                        shape, op, q,
+                        plan.decide(op, Path::new(q)),
+                        policy.decide(op, Path::new(q)).reason,
+                        kind, plan.gaps.iter().map(|g| &g.id).collect::<Vec<_>>(), case.text
+                    );
+                    prop_assert_eq!(gap.unwrap().breaks_policy, kind.breaks_policy());
+                    if case.abi >= 3 {
+                        prop_assert!(kind != GapKind::Unenforced,
+                            "{} {} {}: unexplained: plan {} / policy {:?}\n{}", shape, op, q,
+                            plan.decide(op, Path::new(q)), policy.decide(op, Path::new(q)).reason, case.text);
+                    }
+                }
+            }
+        }
+        if let Ok(plan) = choose_with(&policy, &facts, &fs, Enforce::Auto) {
+            prop_assert!(plan.breaking_gaps().next().is_none());
+            prop_assert!(plan.landlock.abi >= 1);
+        }
+    }
+}
+
+// ---- the doctor, live on this machine ---------------------------------------------------------
+
+/// `sandboxer doctor --json` on this machine (CI: root on a 6.18 kernel with Landlock ABI 7):
+/// a masks plan for a policy under a temporary home; with a test-only assumption that user
+/// namespaces do not work, a refusal that names the fix — never weaker enforcement.
+#[cfg(target_os = "linux")]
+#[test]
+fn doctor_reports_this_machine_and_the_policys_enforcement() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(home.join("state/chat")).unwrap();
+    let policy = home.join("p.toml");
+    std::fs::write(
+        &policy,
+        "version = 1\nbase = \"open\"\n[[protected]]\npath = \"~/state\"\n\
+         [[grant]]\npath = \"~/state/chat\"\naccess = \"rw\"\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandboxer"))
+            .arg("doctor")
+            .arg("--json")
+            .arg("--home")
+            .arg(&home)
+            .arg("--policy")
+            .arg(&policy)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let report = run(&[]);
+    let linux = &report["linux"];
+    assert_eq!(report["platform"], "linux");
+    assert!(
+        linux["probe"]["landlock"]["abi"].as_u64().unwrap() >= 6,
+        "{linux:#}"
+    );
+    assert_eq!(linux["probe"]["namespaces"]["user"], true, "{linux:#}");
+    assert_eq!(linux["enforcement"]["result"], "confined", "{linux:#}");
+    assert_eq!(linux["enforcement"]["shape"], "masks", "{linux:#}");
+
+    let assume = home.join("assume.json");
+    std::fs::write(&assume, r#"{"user_namespaces": false}"#).unwrap();
+    let report = run(&["--assume-facts", assume.to_str().unwrap()]);
+    let linux = &report["linux"];
+    assert_eq!(linux["facts"]["user_namespaces"], false);
+    assert_eq!(
+        linux["probe"]["facts"]["user_namespaces"], true,
+        "the probe itself is untouched"
+    );
+    assert_eq!(linux["enforcement"]["result"], "refused", "{linux:#}");
+    assert_eq!(linux["enforcement"]["refusal"]["id"], "no-user-namespaces");
+
+    // An assumption cannot raise what the kernel has.
+    std::fs::write(&assume, r#"{"landlock_abi": 99}"#).unwrap();
+    let report = run(&["--assume-facts", assume.to_str().unwrap()]);
+    assert_eq!(
+        report["linux"]["facts"]["landlock_abi"],
+        report["linux"]["probe"]["landlock"]["abi"]
+    );
+}
+
+/// The same probe as the unprivileged CI user `sbx-test` (root is exempt from the AppArmor and
+/// Debian restrictions, so only a normal user shows what a person gets). Skipped, saying so,
+/// when not root or when the user does not exist (scripts/setup-test-env.sh creates it).
+#[cfg(target_os = "linux")]
+#[test]
+fn doctor_probes_namespaces_for_an_unprivileged_user() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: getuid cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("skipped: needs root to switch to sbx-test");
+        return;
+    }
+    let Some(ids) = std::process::Command::new("id")
+        .args(["-u", "sbx-test"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+    else {
+        eprintln!("skipped: no user sbx-test (run scripts/setup-test-env.sh)");
+        return;
+    };
+    let uid: u32 = String::from_utf8_lossy(&ids.stdout).trim().parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("sandboxer");
+    std::fs::copy(env!("CARGO_BIN_EXE_sandboxer"), &bin).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=sbx-test",
+            "--regid=sbx-test",
+            "--init-groups",
+            "--",
+        ])
+        .arg(&bin)
+        .args(["doctor", "--json", "--home"])
+        .arg(dir.path())
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let probe = &report["linux"]["probe"];
+    assert_eq!(probe["running_as_root"], false);
+    assert_eq!(probe["facts"]["uid"], uid);
+    assert_eq!(probe["namespaces"]["user"], true, "{probe:#}");
+    assert_eq!(probe["namespaces"]["mount_pid"], true, "{probe:#}");
+    assert_eq!(
+        report["linux"]["enforcement"]["shape"], "masks",
+        "{report:#}"
+    );
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Benchmarks `sandboxer exec` (release build) against baselines measured in the same run, and
+# prints medians and ratios:
+#   1. masks shape running /bin/true   vs  bwrap doing the same masks  vs  bare /bin/true
+#   2. landlock-only running /bin/true vs  bare /bin/true
+#   3. a file-heavy workload (rg over 20 000 generated files), confined vs bare
+# Targets (docs/performance.md): masks <= bwrap; landlock-only <= 1.5x bare; workload <= 1.05x.
+#
+# Usage: scripts/bench-exec.sh            (RUNS=N WARMUP=N to change the sample sizes)
+# Needs hyperfine, bwrap, rg, python3 (scripts/setup-test-env.sh installs them). Runs as the
+# current user; everything it creates lives in a temp dir that is removed at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-300}
+WARMUP=${WARMUP:-30}
+WORKLOAD_RUNS=${WORKLOAD_RUNS:-40}
+
+for tool in hyperfine bwrap rg python3 cargo; do
+  command -v "$tool" >/dev/null || { echo "bench-exec: $tool is missing (scripts/setup-test-env.sh)" >&2; exit 2; }
+done
+
+cargo build --release --quiet -p sandboxer
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+SBX="$target_dir/release/sandboxer"
+TRUE=$(command -v true)
+
+WORK=$(mktemp -d /tmp/sbx-bench.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+export HOME="$WORK/home"
+STATE="$HOME/.local/share/agentworks"
+RUNTIME="$STATE/state/cli-runtimes/v1/chat-1"
+WF="$STATE/workspace-docs/wf1"
+TREE="$HOME/tree"
+
+# The live tests' layout: a protected state root, a granted runtime and workflow, a refused
+# folder and a refused file missing at launch.
+mkdir -p "$RUNTIME" "$STATE/state/cli-runtimes/v1/chat-2" "$WF/planning"
+echo '{"token": "secret"}' > "$STATE/config.json"
+cat > "$WORK/policy.toml" <<EOF
+version = 1
+base = "open"
+[[protected]]
+path = "$STATE"
+[[grant]]
+path = "$RUNTIME"
+access = "rw"
+[[grant]]
+path = "$WF"
+access = "rw"
+[[refuse]]
+path = "$WF/planning"
+[[refuse]]
+path = "$WF/workflow.db"
+EOF
+# Nothing protected: the one policy the Landlock-only shape can enforce on a kernel without
+# ABI 9 (pathname sockets), so its cost can be measured at all.
+cat > "$WORK/open.toml" <<EOF
+version = 1
+base = "open"
+[linux]
+ways_out = false
+EOF
+
+# 20 000 files of ~2 KiB in 200 folders, one in fifty holding the needle.
+python3 - "$TREE" <<'EOF'
+import os, sys
+root = sys.argv[1]
+line = "lorem ipsum dolor sit amet consectetur adipiscing elit " * 4 + "\n"
+for d in range(200):
+    folder = os.path.join(root, f"d{d:03}")
+    os.makedirs(folder)
+    for f in range(100):
+        n = d * 100 + f
+        with open(os.path.join(folder, f"f{f:03}.txt"), "w") as out:
+            out.write(line * 9)
+            if n % 50 == 0:
+                out.write("needle\n")
+EOF
+
+# bwrap doing what the masks plan does, step for step, generated from that very plan.
+"$SBX" exec --policy "$WORK/policy.toml" --enforce masks --print-plan -- "$TRUE" > "$WORK/plan.json"
+mapfile -t BWRAP < <(python3 - "$WORK/plan.json" <<'EOF'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+args = ["bwrap", "--unshare-user", "--unshare-pid", "--dev-bind", "/", "/"]
+covers = []
+for step in plan["mounts"]:
+    kind, path = step["kind"], step["path"]
+    if kind in ("cover", "refuse") and step["is_dir"]:
+        args += ["--perms", "0111" if kind == "cover" else "0000", "--tmpfs", path]
+        if kind == "cover":
+            covers.append(path)
+        else:
+            args += ["--remount-ro", path]
+    elif kind in ("cover", "refuse"):
+        args += ["--ro-bind", "/dev/null", path]
+    else:
+        args += ["--bind" if step["access"] == "rw" else "--ro-bind", path, path]
+for path in covers:
+    args += ["--remount-ro", path]
+args += ["--proc", "/proc", "--new-session", "--die-with-parent", "--"]
+print("\n".join(args))
+EOF
+)
+"${BWRAP[@]}" "$TRUE" || { echo "bench-exec: the bwrap baseline does not run here" >&2; exit 2; }
+
+quote() { printf '%q ' "$@"; }
+BW=$(quote "${BWRAP[@]}")
+MASKS="$SBX exec --policy $WORK/policy.toml --enforce masks --"
+LLONLY="$SBX exec --policy $WORK/open.toml --enforce landlock-only --"
+WORKLOAD="rg -c needle $TREE"
+
+bench() { # name runs command...
+  local name=$1 runs=$2
+  shift 2
+  hyperfine -N --style basic --warmup "$WARMUP" --runs "$runs" --export-json "$WORK/$name.json" "$@" >/dev/null
+}
+
+echo "bench-exec: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $RUNS runs per command"
+bench masks "$RUNS" "$TRUE" "${BW}$TRUE" "$MASKS $TRUE"
+bench landlock "$RUNS" "$TRUE" "$LLONLY $TRUE"
+bench workload "$WORKLOAD_RUNS" "$WORKLOAD" "$MASKS $WORKLOAD" "$LLONLY $WORKLOAD"
+
+python3 - "$WORK" <<'EOF'
+import json, os, statistics, sys
+work = sys.argv[1]
+def medians(name):
+    results = json.load(open(os.path.join(work, name + ".json")))["results"]
+    return [statistics.median(r["times"]) * 1000 for r in results]
+rows = []
+true, bwrap, masks = medians("masks")
+rows.append(("masks: /bin/true bare", true, None, None))
+rows.append(("masks: bwrap (same masks)", bwrap, true, None))
+rows.append(("masks: sandboxer exec", masks, true, ("vs bwrap", masks / bwrap, 1.0)))
+true2, ll = medians("landlock")
+rows.append(("landlock-only: /bin/true bare", true2, None, None))
+rows.append(("landlock-only: sandboxer exec", ll, true2, ("vs bare", ll / true2, 1.5)))
+bare, wm, wl = medians("workload")
+rows.append(("workload: rg over 20 000 files, bare", bare, None, None))
+rows.append(("workload: sandboxer exec (masks)", wm, bare, ("vs bare", wm / bare, 1.05)))
+rows.append(("workload: sandboxer exec (landlock-only)", wl, bare, ("vs bare", wl / bare, 1.05)))
+print(f"{'':44} {'median':>10} {'x bare':>8}  target")
+for name, ms, base, target in rows:
+    ratio = f"{ms / base:8.2f}" if base else " " * 8
+    verdict = ""
+    if target:
+        what, value, limit = target
+        verdict = f"{what} {value:.2f} (<= {limit}) {'ok' if value <= limit else 'MISSED'}"
+    print(f"{name:44} {ms:8.2f}ms {ratio}  {verdict}")
+EOF
