@@ -2,27 +2,32 @@
 # Benchmarks `sandboxer exec` (release build) against baselines measured in the same run, and
 # prints medians and ratios:
 #   1. masks shape running /bin/true   vs  bwrap doing the same masks  vs  bare /bin/true
+#      (and the enforcer alone on the same plan, through the tests' exec-plan helper)
 #   2. landlock-only running /bin/true vs  bare /bin/true
-#   3. a file-heavy workload (rg over 20 000 generated files), confined vs bare
+#   3. a file-heavy workload (single-threaded rg over 20 000 generated files), confined vs bare
 # Targets (docs/performance.md): masks <= bwrap; landlock-only <= 1.5x bare; workload <= 1.05x.
 #
-# Usage: scripts/bench-exec.sh            (RUNS=N WARMUP=N to change the sample sizes)
+# Usage: scripts/bench-exec.sh   (RUNS, WORKLOAD_RUNS, WARMUP, ROUNDS change the sample sizes)
 # Needs hyperfine, bwrap, rg, python3 (scripts/setup-test-env.sh installs them). Runs as the
 # current user; everything it creates lives in a temp dir that is removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${RUNS:-300}
-WARMUP=${WARMUP:-30}
-WORKLOAD_RUNS=${WORKLOAD_RUNS:-40}
+RUNS=${RUNS:-100}
+WARMUP=${WARMUP:-10}
+WORKLOAD_RUNS=${WORKLOAD_RUNS:-20}
+ROUNDS=${ROUNDS:-3}
 
 for tool in hyperfine bwrap rg python3 cargo; do
   command -v "$tool" >/dev/null || { echo "bench-exec: $tool is missing (scripts/setup-test-env.sh)" >&2; exit 2; }
 done
 
-cargo build --release --quiet -p sandboxer
+cargo build --release --quiet -p sandboxer --bin sandboxer --example exec-plan
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 SBX="$target_dir/release/sandboxer"
+# The test helper that runs a ready plan: the enforcer's share of `sandboxer exec`, without
+# loading the policy or planning.
+EXEC_PLAN="$target_dir/release/examples/exec-plan"
 TRUE=$(command -v true)
 
 WORK=$(mktemp -d /tmp/sbx-bench.XXXXXX)
@@ -109,30 +114,46 @@ quote() { printf '%q ' "$@"; }
 BW=$(quote "${BWRAP[@]}")
 MASKS="$SBX exec --policy $WORK/policy.toml --enforce masks --"
 LLONLY="$SBX exec --policy $WORK/open.toml --enforce landlock-only --"
-WORKLOAD="rg -c needle $TREE"
+WORKLOAD="rg -j1 -c needle $TREE"
 
+# Each comparison runs in ROUNDS rounds, the commands' order rotated each round, so that load
+# from other programs drifting during the run does not land on one command only; the medians
+# are over every sample of every round.
 bench() { # name runs command...
   local name=$1 runs=$2
   shift 2
-  hyperfine -N --style basic --warmup "$WARMUP" --runs "$runs" --export-json "$WORK/$name.json" "$@" >/dev/null
+  local cmds=("$@") round
+  for ((round = 0; round < ROUNDS; round++)); do
+    hyperfine -N --style none --warmup "$WARMUP" --runs "$runs" \
+      --export-json "$WORK/$name-$round.json" "${cmds[@]}" >/dev/null 2>&1
+    cmds=("${cmds[@]:1}" "${cmds[0]}")
+  done
 }
 
-echo "bench-exec: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $RUNS runs per command"
-bench masks "$RUNS" "$TRUE" "${BW}$TRUE" "$MASKS $TRUE"
+echo "bench-exec: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg);" \
+  "$ROUNDS rounds of $RUNS runs ($WORKLOAD_RUNS for the workload) per command"
+bench masks "$RUNS" "$TRUE" "${BW}$TRUE" "$MASKS $TRUE" "$EXEC_PLAN $WORK/plan.json -- $TRUE"
 bench landlock "$RUNS" "$TRUE" "$LLONLY $TRUE"
 bench workload "$WORKLOAD_RUNS" "$WORKLOAD" "$MASKS $WORKLOAD" "$LLONLY $WORKLOAD"
 
-python3 - "$WORK" <<'EOF'
+python3 - "$WORK" "$ROUNDS" <<'EOF'
 import json, os, statistics, sys
-work = sys.argv[1]
+work, rounds = sys.argv[1], int(sys.argv[2])
 def medians(name):
-    results = json.load(open(os.path.join(work, name + ".json")))["results"]
-    return [statistics.median(r["times"]) * 1000 for r in results]
+    """Median per command over all rounds, in the order of the first round."""
+    times, order = {}, []
+    for r in range(rounds):
+        for res in json.load(open(os.path.join(work, f"{name}-{r}.json")))["results"]:
+            if res["command"] not in times:
+                order.append(res["command"])
+            times.setdefault(res["command"], []).extend(res["times"])
+    return [statistics.median(times[c]) * 1000 for c in order]
 rows = []
-true, bwrap, masks = medians("masks")
+true, bwrap, masks, enforcer = medians("masks")
 rows.append(("masks: /bin/true bare", true, None, None))
 rows.append(("masks: bwrap (same masks)", bwrap, true, None))
 rows.append(("masks: sandboxer exec", masks, true, ("vs bwrap", masks / bwrap, 1.0)))
+rows.append(("masks: enforcer alone (same plan)", enforcer, true, ("vs bwrap", enforcer / bwrap, 1.0)))
 true2, ll = medians("landlock")
 rows.append(("landlock-only: /bin/true bare", true2, None, None))
 rows.append(("landlock-only: sandboxer exec", ll, true2, ("vs bare", ll / true2, 1.5)))

@@ -94,7 +94,9 @@ fn main() {
         let text = policy_text(grants);
         let policy = Policy::from_toml(&text, "bench.toml", &opts).expect("the bench policy loads");
         let bytes = seatbelt::render(&policy).expect("renders").len();
-        let load = time(runs, || Policy::from_toml(&text, "bench.toml", &opts).unwrap());
+        let load = time(runs, || {
+            Policy::from_toml(&text, "bench.toml", &opts).unwrap()
+        });
         let render = time(runs, || seatbelt::render(&policy).unwrap());
         let both = time(runs, || {
             let p = Policy::from_toml(&text, "bench.toml", &opts).unwrap();
@@ -137,7 +139,11 @@ fn main() {
         );
     }
     let largest = rows.last().expect("three sizes");
-    let verdict = if largest.render <= RENDER_TARGET { "met" } else { "MISSED" };
+    let verdict = if largest.render <= RENDER_TARGET {
+        "met"
+    } else {
+        "MISSED"
+    };
     println!(
         "render target (< {} for {} grants): {verdict} ({})",
         ms(RENDER_TARGET),

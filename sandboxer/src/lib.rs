@@ -9,6 +9,7 @@ pub mod linux;
 pub mod macos;
 pub mod paths;
 pub mod policy;
+pub mod probe;
 pub mod sbpl;
 pub mod seatbelt;
 pub mod target;

@@ -10,6 +10,10 @@ use std::path::{Component, Path, PathBuf};
 /// This is only the reference meaning for paths that are already resolved; symlinks are the
 /// kernel's business (and the loader's, for policy paths).
 pub fn normalize(path: &Path) -> Option<PathBuf> {
+    if is_clean_bytes(bytes(path)) {
+        // Already normal: rebuilding it from its components would give the same bytes.
+        return Some(path.to_path_buf());
+    }
     if !path.is_absolute() {
         return None;
     }
@@ -28,12 +32,70 @@ pub fn normalize(path: &Path) -> Option<PathBuf> {
 
 /// `true` when `path` is `root` or lies beneath it.
 pub fn within(path: &Path, root: &Path) -> bool {
+    let (p, r) = (bytes(path), bytes(root));
+    if starts_at_boundary(p, r) {
+        return true;
+    }
+    if is_clean_bytes(p) && is_clean_bytes(r) {
+        return false;
+    }
     path.starts_with(root)
 }
 
 /// `true` when `path` lies strictly beneath `root`.
 pub fn strictly_within(path: &Path, root: &Path) -> bool {
+    let (p, r) = (bytes(path), bytes(root));
+    if is_clean_bytes(p) && is_clean_bytes(r) {
+        return p.len() > r.len() && starts_at_boundary(p, r);
+    }
     path != root && path.starts_with(root)
+}
+
+fn bytes(path: &Path) -> &[u8] {
+    path.as_os_str().as_encoded_bytes()
+}
+
+/// Whether `root` is absolute and its bytes begin `path` up to a slash (or all of it). Then
+/// `path`'s components begin with `root`'s, however either is spelled: splitting at that
+/// slash splits the components too. (The converse needs both paths clean.)
+fn starts_at_boundary(path: &[u8], root: &[u8]) -> bool {
+    root.first() == Some(&b'/')
+        && path.starts_with(root)
+        && (path.len() == root.len() || path[root.len()] == b'/' || root.ends_with(b"/"))
+}
+
+/// Whether `path` is absolute and already normal in the sense of [`normalize`], spelled the
+/// one way such a path can be: `/`, or `/` followed by names joined by single slashes, none of
+/// them `.` or `..`, no trailing slash. For such paths the components are exactly the
+/// slash-separated names, so comparing bytes is comparing components.
+pub fn is_clean(path: &Path) -> bool {
+    is_clean_bytes(bytes(path))
+}
+
+fn is_clean_bytes(b: &[u8]) -> bool {
+    if b.first() != Some(&b'/') {
+        return false;
+    }
+    if b.len() == 1 {
+        return true;
+    }
+    if b[b.len() - 1] == b'/' {
+        return false;
+    }
+    // Each name starts right after a slash: it must not be empty, `.` or `..`.
+    let mut i = 0;
+    loop {
+        match &b[i + 1..] {
+            [b'/', ..] | [b'.'] | [b'.', b'/', ..] | [b'.', b'.'] | [b'.', b'.', b'/', ..] => {
+                return false;
+            }
+            _ => {}
+        }
+        match b[i + 1..].iter().position(|&c| c == b'/') {
+            Some(j) => i += 1 + j,
+            None => return true,
+        }
+    }
 }
 
 /// Resolves symlinks in the longest existing prefix of `path` and appends the rest as is, so a

@@ -4,8 +4,9 @@
 //! `scripts/setup-test-env.sh`; when it is missing the unprivileged half fails under CI and is
 //! skipped with a notice elsewhere). Each builds its own tree in a temp dir under /tmp, owned
 //! by whoever runs the sandbox: a home, a protected state root holding `config.json` with a
-//! unique marker token, a granted chat runtime beside another chat's, and a granted workflow
-//! holding a refused `planning/` and a refused `workflow.db` that does not exist at launch.
+//! unique marker token, a granted chat runtime beside another chat's, a granted workflow
+//! holding a refused `planning/` and a refused `workflow.db` that does not exist at launch, and
+//! a second protected root that does not exist at launch either.
 //!
 //! Verdicts are decided from errno, from the disk and from the marker token, never from what
 //! a program says about itself; every denial has a positive control (the same operation
@@ -183,9 +184,20 @@ fn exec_plan_bin(r: &Runner) -> PathBuf {
 /// `bin` itself when the runner can execute it, else a copy in a world-readable folder (a CI
 /// checkout under /root is not reachable by the unprivileged user).
 fn reachable(r: &Runner, bin: &Path) -> PathBuf {
+    static CHECKED: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
     if r.switch_to.is_none() {
         return bin.to_path_buf();
     }
+    let mut checked = CHECKED.lock().unwrap();
+    if let Some((_, usable)) = checked.iter().find(|(b, _)| b == bin) {
+        return usable.clone();
+    }
+    let usable = reachable_copy(r, bin);
+    checked.push((bin.to_path_buf(), usable.clone()));
+    usable
+}
+
+fn reachable_copy(r: &Runner, bin: &Path) -> PathBuf {
     let ok = r
         .command("/usr/bin/test")
         .arg("-x")
@@ -240,6 +252,8 @@ struct Fixture {
     workflow_db: PathBuf,
     /// Another workflow: protected.
     wf2: PathBuf,
+    /// A protected root that does not exist at launch (nor its parent).
+    missing_root: PathBuf,
     /// $XDG_RUNTIME_DIR and $TMUX_TMPDIR for the run.
     xdg_runtime: PathBuf,
     tmux_tmpdir: PathBuf,
@@ -273,6 +287,7 @@ impl Fixture {
             planning: wf.join("planning"),
             workflow_db: wf.join("workflow.db"),
             wf2: state.join("workspace-docs/wf2"),
+            missing_root: home.join(".config/other-app"),
             xdg_runtime: root.join("xdg-runtime"),
             tmux_tmpdir: root.join("tmux"),
             probe: root.join("probe.py"),
@@ -317,11 +332,13 @@ impl Fixture {
             format!(
                 "version = 1\nbase = \"open\"\n\n\
                  [[protected]]\npath = {state:?}\nwhy = \"the state root\"\n\n\
+                 [[protected]]\npath = {missing:?}\nwhy = \"missing at launch\"\n\n\
                  [[grant]]\npath = {rt:?}\naccess = \"rw\"\n\n\
                  [[grant]]\npath = {wf:?}\naccess = \"rw\"\n\n\
                  [[refuse]]\npath = {planning:?}\n\n\
                  [[refuse]]\npath = {db:?}\n",
                 state = self.state,
+                missing = self.missing_root,
                 rt = self.runtime,
                 wf = self.wf,
                 planning = self.planning,
@@ -683,6 +700,9 @@ fn masks_filesystem(r: &Runner) {
         case(Deny, "create", &[&fx.workflow_db]),
         case(Deny, "write", &[&fx.workflow_db]),
         case(Deny, "mkdir", &[&fx.workflow_db.join("x")]),
+        // A protected root missing at launch cannot be created from inside either.
+        case(Deny, "mkdir", &[&fx.missing_root]),
+        case(Deny, "create", &[&fx.missing_root.join("x")]),
         // The grant itself cannot be moved away from its rules.
         case(Deny, "rename", &[&fx.wf, &rt.join("wf-moved")]),
     ];
@@ -701,6 +721,9 @@ fn masks_filesystem(r: &Runner) {
         fx.wf.join("planning-moved"),
         rt.join("wf-moved"),
         fx.workflow_db.clone(),
+        // Placeholders are gone once the sandbox has ended.
+        fx.missing_root.clone(),
+        fx.home.join(".config"),
     ] {
         assert!(!gone.exists(), "{} exists after the run", gone.display());
     }

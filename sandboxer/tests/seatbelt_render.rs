@@ -84,7 +84,13 @@ fn parse(profile: &str) -> sbpl::Profile {
 
 #[test]
 fn product_profile() {
-    insta::assert_snapshot!("product", seatbelt::render(&mac(PRODUCT)).unwrap());
+    let text = seatbelt::render(&mac(PRODUCT)).unwrap();
+    // Snapshots ignore surrounding blank lines; the file itself starts with its header.
+    assert!(
+        text.starts_with(";; Seatbelt profile rendered by sandboxer: open base"),
+        "{text}"
+    );
+    insta::assert_snapshot!("product", text);
 }
 
 #[test]
@@ -94,7 +100,10 @@ fn closed_base_profile() {
 
 #[test]
 fn launchers_unblocked_profile() {
-    insta::assert_snapshot!("unblocked", seatbelt::render(&mac(&unblocked(PRODUCT))).unwrap());
+    insta::assert_snapshot!(
+        "unblocked",
+        seatbelt::render(&mac(&unblocked(PRODUCT))).unwrap()
+    );
 }
 
 /// rw ⊃ ro ⊃ rw: each grant speaks for its own part only.
@@ -123,11 +132,24 @@ access = "rw"
 fn profiles_are_allow_only() {
     for text in [PRODUCT, CLOSED, &unblocked(PRODUCT), &unblocked(CLOSED)] {
         let profile = parse(&seatbelt::render(&mac(text)).unwrap());
-        let denies: Vec<_> = profile.rules().iter().filter(|r| r.action == Action::Deny).collect();
-        assert_eq!(denies.len(), 1, "{:?}", denies.iter().map(|r| &r.text).collect::<Vec<_>>());
+        let denies: Vec<_> = profile
+            .rules()
+            .iter()
+            .filter(|r| r.action == Action::Deny)
+            .collect();
+        assert_eq!(
+            denies.len(),
+            1,
+            "{:?}",
+            denies.iter().map(|r| &r.text).collect::<Vec<_>>()
+        );
         assert_eq!(denies[0].operations, ["default"]);
         assert!(denies[0].filters.is_empty());
-        assert_eq!(profile.rules()[0].text, "(deny default)", "deny default comes first");
+        assert_eq!(
+            profile.rules()[0].text,
+            "(deny default)",
+            "deny default comes first"
+        );
     }
 }
 
@@ -138,18 +160,30 @@ fn ways_out_are_never_allowed() {
     for text in [PRODUCT, CLOSED] {
         let profile = parse(&seatbelt::render(&mac(text)).unwrap());
         let ops = profile.operations();
-        for never in ["lsopen", "appleevent-send", "file-mount", "file*", "default"] {
+        for never in [
+            "lsopen",
+            "appleevent-send",
+            "file-mount",
+            "file*",
+            "default",
+        ] {
             let allowed = profile
                 .rules()
                 .iter()
                 .any(|r| r.action == Action::Allow && r.operations.iter().any(|o| o == never));
             assert!(!allowed, "{never} is allowed");
         }
-        assert!(!ops.contains("lsopen") && !ops.contains("appleevent-send"), "{ops:?}");
+        assert!(
+            !ops.contains("lsopen") && !ops.contains("appleevent-send"),
+            "{ops:?}"
+        );
     }
     let profile = parse(&seatbelt::render(&mac(&unblocked(PRODUCT))).unwrap());
     let ops = profile.operations();
-    assert!(ops.contains("lsopen") && ops.contains("appleevent-send"), "{ops:?}");
+    assert!(
+        ops.contains("lsopen") && ops.contains("appleevent-send"),
+        "{ops:?}"
+    );
     assert!(!ops.contains("file-mount"));
 }
 
@@ -169,7 +203,15 @@ fn a_linux_policy_is_refused() {
     let opts = ResolveOptions::new(Target::Linux, PathBuf::from("/home/ada"), false).unwrap();
     let policy = Policy::from_toml("version = 1\nbase = \"open\"\n", "p.toml", &opts).unwrap();
     let e = seatbelt::render(&policy).unwrap_err();
-    assert!(matches!(e, RenderError::NotMacos { target: Target::Linux }), "{e}");
+    assert!(
+        matches!(
+            e,
+            RenderError::NotMacos {
+                target: Target::Linux
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("--target macos"), "{e}");
 }
 
@@ -201,13 +243,20 @@ fn unrenderable_paths_fail_closed_naming_the_rule() {
         ("/p/../etc", "'..'"),
     ] {
         let e = seatbelt::render(&with_grant(path)).unwrap_err().to_string();
-        assert!(e.contains(words) && e.contains("hand.toml:3 grant[0].path"), "{path:?}: {e}");
+        assert!(
+            e.contains(words) && e.contains("hand.toml:3 grant[0].path"),
+            "{path:?}: {e}"
+        );
     }
     let long = format!("/p/{}", "x".repeat(1100));
-    let e = seatbelt::render(&with_grant(&long)).unwrap_err().to_string();
+    let e = seatbelt::render(&with_grant(&long))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("string literals only up to"), "{e}");
     // Through the loader, a path too long for Seatbelt is an error too, not a broken profile.
-    let text = format!("version = 1\nbase = \"open\"\n[[protected]]\npath = \"/p\"\n[[grant]]\npath = \"{long}\"\naccess = \"ro\"\n");
+    let text = format!(
+        "version = 1\nbase = \"open\"\n[[protected]]\npath = \"/p\"\n[[grant]]\npath = \"{long}\"\naccess = \"ro\"\n"
+    );
     assert!(seatbelt::render(&mac(&text)).is_err());
 }
 
@@ -227,7 +276,11 @@ fn templates_override_from_a_profiles_dir() {
 
     std::fs::create_dir(dir.path().join("seatbelt")).unwrap();
     let file = dir.path().join("seatbelt/profile.sb.tera");
-    std::fs::write(&file, "(version 1)\n(deny default)\n; {{ base }} {{ home }}\n").unwrap();
+    std::fs::write(
+        &file,
+        "(version 1)\n(deny default)\n; {{ base }} {{ home }}\n",
+    )
+    .unwrap();
     let t = Templates::from_profiles_dir(dir.path()).unwrap();
     assert_eq!(t.origin(), &seatbelt::TemplateOrigin::File(file.clone()));
     let out = seatbelt::render_with(&mac(PRODUCT), &t).unwrap();
@@ -235,11 +288,19 @@ fn templates_override_from_a_profiles_dir() {
 
     std::fs::write(&file, "(version 1)\n{{ no_such_value }}\n").unwrap();
     let t = Templates::from_profiles_dir(dir.path()).unwrap();
-    let e = seatbelt::render_with(&mac(PRODUCT), &t).unwrap_err().to_string();
-    assert!(e.contains(&file.display().to_string()) && e.contains("no_such_value"), "{e}");
+    let e = seatbelt::render_with(&mac(PRODUCT), &t)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&file.display().to_string()) && e.contains("no_such_value"),
+        "{e}"
+    );
 
     std::fs::write(&file, "{% if %}").unwrap();
-    let e = Templates::from_profiles_dir(dir.path()).err().unwrap().to_string();
+    let e = Templates::from_profiles_dir(dir.path())
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains(&file.display().to_string()), "{e}");
 }
 
@@ -285,7 +346,10 @@ fn evaluate(profile: &sbpl::Profile, op: Op, path: &Path) -> Option<Verdict> {
         Op::ConnectUnix => sbpl::Query::UnixSocket(path),
         _ => sbpl::Query::Path { path, vnode: None },
     };
-    match profile.evaluate(seatbelt::operation_for(op), &query).outcome {
+    match profile
+        .evaluate(seatbelt::operation_for(op), &query)
+        .outcome
+    {
         sbpl::Outcome::Allow => Some(Verdict::Allow),
         sbpl::Outcome::Deny => Some(Verdict::Deny),
         sbpl::Outcome::Unknown => None,
@@ -308,27 +372,60 @@ fn cli_renders_to_stdout_and_to_a_file_atomically() {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, PRODUCT).unwrap();
-    let base = ["render", "--target", "macos", "--home", "/Users/ada", "--policy"];
+    let base = [
+        "render",
+        "--target",
+        "macos",
+        "--home",
+        "/Users/ada",
+        "--policy",
+    ];
 
     let out = sandboxer(&[&base[..], &[policy.to_str().unwrap()]].concat());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(stdout, seatbelt::render(&mac(PRODUCT)).unwrap());
 
     let target = dir.path().join("profile.sb");
-    let out = sandboxer(&[&base[..], &[policy.to_str().unwrap(), "--out", target.to_str().unwrap()]].concat());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sandboxer(
+        &[
+            &base[..],
+            &[policy.to_str().unwrap(), "--out", target.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.stdout.is_empty());
     assert_eq!(std::fs::read_to_string(&target).unwrap(), stdout);
 
     // An invalid policy: exit 2, a message naming the place, and the old profile untouched.
     std::fs::write(&policy, "version = 1\nbase = \"ajar\"\n").unwrap();
-    let out = sandboxer(&[&base[..], &[policy.to_str().unwrap(), "--out", target.to_str().unwrap()]].concat());
+    let out = sandboxer(
+        &[
+            &base[..],
+            &[policy.to_str().unwrap(), "--out", target.to_str().unwrap()],
+        ]
+        .concat(),
+    );
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("policy.toml:2") && stderr.contains("base"), "{stderr}");
+    assert!(
+        stderr.contains("policy.toml:2") && stderr.contains("base"),
+        "{stderr}"
+    );
     assert_eq!(std::fs::read_to_string(&target).unwrap(), stdout);
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(left.len(), 2, "no temporary file is left behind: {left:?}");
 }
 
@@ -342,6 +439,11 @@ fn cli_asks_for_target_macos() {
         assert_eq!(out.status.code(), Some(2));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("needs --target macos"), "{stderr}");
+        // This machine's $HOME is no Mac home: --home is required, not guessed.
+        let out = sandboxer(&["render", "--target", "macos"]);
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("needs --home"), "{stderr}");
     }
 }
 
@@ -349,7 +451,11 @@ fn cli_asks_for_target_macos() {
 fn cli_uses_the_profiles_dir_template() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("seatbelt")).unwrap();
-    std::fs::write(dir.path().join("seatbelt/profile.sb.tera"), "(version 1)\n(deny default)\n").unwrap();
+    std::fs::write(
+        dir.path().join("seatbelt/profile.sb.tera"),
+        "(version 1)\n(deny default)\n",
+    )
+    .unwrap();
     let out = sandboxer(&[
         "render",
         "--target",
@@ -359,6 +465,13 @@ fn cli_uses_the_profiles_dir_template() {
         "--profiles-dir",
         dir.path().to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), "(version 1)\n(deny default)\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "(version 1)\n(deny default)\n"
+    );
 }

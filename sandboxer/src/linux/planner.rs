@@ -501,6 +501,7 @@ struct Planner<'a> {
     /// Indices of rules put on an entry beside a rule path (hole punching).
     sibling_rules: BTreeSet<usize>,
     narrowed: Vec<PathBuf>,
+    t: std::time::Instant,
 }
 
 impl<'a> Planner<'a> {
@@ -524,6 +525,7 @@ impl<'a> Planner<'a> {
             rules: Vec::new(),
             sibling_rules: BTreeSet::new(),
             narrowed: Vec::new(),
+            t: std::time::Instant::now(),
         }
     }
 
@@ -554,6 +556,7 @@ impl<'a> Planner<'a> {
             absent: self.absent.values().cloned().collect(),
             gaps: Vec::new(),
         };
+        if std::env::var_os("SBX_TIMING").is_some() { eprintln!("PLANNED {:?}", self.t.elapsed()); }
         let gaps = analyze(&plan, self.policy, &self.sibling_rules, self.fs)?;
         Ok(Plan { gaps, ..plan })
     }
@@ -1682,6 +1685,7 @@ fn analyze(
         add_generic(&mut reps, x);
     }
 
+    let t = std::time::Instant::now();
     let mut found: BTreeMap<GapKind, BTreeSet<PathBuf>> = BTreeMap::new();
     for q in &reps {
         for op in Op::ALL {
@@ -1691,6 +1695,7 @@ fn analyze(
         }
     }
 
+    if std::env::var_os("SBX_TIMING").is_some() { eprintln!("ANALYZE points {} reps {} classify {:?}", points.len(), reps.len(), t.elapsed()); }
     let abi = plan.landlock.abi;
     if abi < 6 {
         found.entry(GapKind::AbstractUnixSockets).or_default();

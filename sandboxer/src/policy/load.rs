@@ -2,6 +2,7 @@
 //! file, line, column and field. Nothing is guessed: a path that cannot be resolved the way
 //! the kernel will see it is an error, not a best effort.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
@@ -13,7 +14,7 @@ use super::{
     Access, Base, ClosedBase, Enforce, Grant, LauncherSet, LinuxKnobs, MacosKnobs, Origin, Policy,
     Rule, launchers::LauncherPath,
 };
-use crate::paths::{canonicalize_existing_prefix, normalize, within};
+use crate::paths::{canonicalize_existing_prefix, normalize};
 use crate::target::Target;
 
 /// The embedded default policy for a target: home open, the product's state root on that OS
@@ -253,7 +254,15 @@ impl Policy {
 
     /// Parses and resolves policy text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str, opts: &ResolveOptions) -> Result<Policy, PolicyError> {
-        let cx = Cx { text, file, opts };
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        let cx = Cx {
+            text,
+            file,
+            opts,
+            line_starts,
+        };
         let raw: RawPolicy = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
         cx.resolve(raw)
     }
@@ -263,15 +272,18 @@ struct Cx<'a> {
     text: &'a str,
     file: &'a str,
     opts: &'a ResolveOptions,
+    /// Byte offset where each line starts; `line_starts[0] == 0`.
+    line_starts: Vec<usize>,
 }
 
 impl Cx<'_> {
+    /// 1-based line and column of a byte offset, by binary search over the line starts
+    /// (a policy with 10 000 rules must not rescan the text per rule).
     fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rfind('\n').map_or(offset, |nl| offset - nl - 1) + 1;
-        (line, column)
+        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let start = self.line_starts[line - 1];
+        (line, offset - start + 1)
     }
 
     fn error(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> PolicyError {
@@ -369,6 +381,14 @@ impl Cx<'_> {
             });
         }
 
+        // Lookups by ancestor walk in hash maps keep loading linear in the number of rules
+        // (times the path depth), not quadratic.
+        let protected_index: HashMap<&Path, usize> = protected
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.path.as_path(), i))
+            .collect();
+        let mut grant_index: HashMap<PathBuf, usize> = HashMap::new();
         let mut grants: Vec<Grant> = Vec::new();
         for (i, g) in raw.grant.iter().enumerate() {
             let field = format!("grant[{i}].path");
@@ -384,7 +404,10 @@ impl Cx<'_> {
                     ));
                 }
             };
-            let in_protected = protected.iter().find(|p| within(&path, &p.path));
+            let in_protected = path
+                .ancestors()
+                .find_map(|a| protected_index.get(a))
+                .map(|&k| &protected[k]);
             if let Some(root) = in_protected
                 && path != lexical
             {
@@ -408,7 +431,7 @@ impl Cx<'_> {
                     ),
                 ));
             }
-            if let Some(prev) = grants.iter().find(|p| p.path == path) {
+            if let Some(prev) = grant_index.get(&path).map(|&k| &grants[k]) {
                 if prev.access != access {
                     return Err(self.error(
                         g.path.span(),
@@ -421,6 +444,7 @@ impl Cx<'_> {
                 }
                 continue;
             }
+            grant_index.insert(path.clone(), grants.len());
             grants.push(Grant {
                 path,
                 access,
@@ -433,7 +457,7 @@ impl Cx<'_> {
         for (i, r) in raw.refuse.iter().enumerate() {
             let field = format!("refuse[{i}].path");
             let (path, _) = self.path(&r.path, &field)?;
-            if !grants.iter().any(|g| within(&path, &g.path)) {
+            if !path.ancestors().any(|a| grant_index.contains_key(a)) {
                 return Err(self.error(
                     r.path.span(),
                     &field,

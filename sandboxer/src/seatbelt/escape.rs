@@ -17,9 +17,13 @@ pub const MAX_LITERAL_BYTES: usize = 1000;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EscapeError {
-    #[error("{text:?} contains the control character {ch:?} at byte {at}; a Seatbelt string cannot carry it safely")]
+    #[error(
+        "{text:?} contains the control character {ch:?} at byte {at}; a Seatbelt string cannot carry it safely"
+    )]
     ControlCharacter { text: String, ch: char, at: usize },
-    #[error("{text:?} is {bytes} bytes once escaped; Seatbelt reads string literals only up to {max} bytes")]
+    #[error(
+        "{text:?} is {bytes} bytes once escaped; Seatbelt reads string literals only up to {max} bytes"
+    )]
     TooLong {
         text: String,
         bytes: usize,
@@ -92,7 +96,10 @@ mod tests {
     fn escapes_quote_and_backslash_only() {
         assert_eq!(string_literal("/a b/c").unwrap(), r#""/a b/c""#);
         assert_eq!(string_literal(r#"a"b\c"#).unwrap(), r#""a\"b\\c""#);
-        assert_eq!(string_literal(r#"#")(allow default)("#).unwrap(), r##""#\")(allow default)(""##);
+        assert_eq!(
+            string_literal(r#"#")(allow default)("#).unwrap(),
+            r##""#\")(allow default)(""##
+        );
         assert_eq!(string_literal("é😀;").unwrap(), "\"é😀;\"");
         assert_eq!(string_literal("").unwrap(), "\"\"");
     }
@@ -101,7 +108,10 @@ mod tests {
     fn refuses_control_characters() {
         for bad in ["a\nb", "\r", "x\u{0}", "\u{7f}", "\u{85}", "tab\there"] {
             let e = string_literal(bad).unwrap_err();
-            assert!(matches!(e, EscapeError::ControlCharacter { .. }), "{bad:?}: {e}");
+            assert!(
+                matches!(e, EscapeError::ControlCharacter { .. }),
+                "{bad:?}: {e}"
+            );
         }
     }
 
@@ -125,7 +135,10 @@ mod tests {
     fn cases() -> ProptestConfig {
         // CI runs the default 4096; PROPTEST_CASES overrides.
         ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(4096),
+            std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(4096),
         )
     }
 

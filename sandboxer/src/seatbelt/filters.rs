@@ -20,27 +20,89 @@
 
 use std::fmt::Write as _;
 
-/// One literal per line, indented under the rule: `(require-all` opens on the rule's second
+/// One literal per line, indented under the rule: `(require-all` opens on the filter's
 /// line, its members follow four spaces in, and it closes on the last member's line.
 const MEMBER: &str = "\n    ";
 
-/// A file-operation filter for the region `root` minus the folders `except`, minus the
-/// single paths `also`. All arguments are escaped literals.
-pub(crate) fn files(root: &str, except: &[String], also: &[String]) -> String {
-    if except.is_empty() && also.is_empty() {
-        return format!("(subpath {root})");
+/// A rule's filters, which SBPL reads as alternatives: the rule applies where any matches.
+/// Each sits on its own line under the rule's head, optionally after a `;;` comment; the
+/// template writes `(allow OPERATIONS{{ list }})`. Empty when no filter was added, and the
+/// template must then write no rule at all: a rule without filters applies everywhere.
+#[derive(Default)]
+pub(crate) struct Alternatives(String);
+
+impl Alternatives {
+    pub(crate) fn into_string(self) -> String {
+        self.0
     }
-    let mut out = String::with_capacity(32 + root.len() + 60 * (except.len() * 2 + also.len()));
-    write!(out, "(require-all{MEMBER}(subpath {root})").expect("writing to a String");
-    for x in except {
-        write!(out, "{MEMBER}(require-not (literal {x})){MEMBER}(require-not (subpath {x}))")
+
+    /// `comment` is fixed text from the renderer (never a path or a name from the policy).
+    fn next(&mut self, comment: Option<&str>) -> &mut String {
+        if let Some(c) = comment {
+            self.0.push_str("\n  ;; ");
+            self.0.push_str(c);
+        }
+        self.0.push_str("\n  ");
+        &mut self.0
+    }
+
+    /// A file region: `root` minus the folders `except`, minus the single paths `also`.
+    /// All arguments are escaped literals.
+    pub(crate) fn files(
+        &mut self,
+        comment: Option<&str>,
+        root: &str,
+        except: &[String],
+        also: &[String],
+    ) {
+        let out = self.next(comment);
+        if except.is_empty() && also.is_empty() {
+            write!(out, "(subpath {root})").expect("writing to a String");
+            return;
+        }
+        write!(out, "(require-all{MEMBER}(subpath {root})").expect("writing to a String");
+        for x in except {
+            write!(
+                out,
+                "{MEMBER}(require-not (literal {x})){MEMBER}(require-not (subpath {x}))"
+            )
             .expect("writing to a String");
+        }
+        for k in also {
+            write!(out, "{MEMBER}(require-not (literal {k}))").expect("writing to a String");
+        }
+        out.push(')');
     }
-    for k in also {
-        write!(out, "{MEMBER}(require-not (literal {k}))").expect("writing to a String");
+
+    /// A Unix-socket region: `root` minus the folders `except`, on the `side` given.
+    pub(crate) fn sockets(&mut self, side: Side, root: &str, except: &[String]) {
+        let side = side.word();
+        let out = self.next(None);
+        if except.is_empty() {
+            write!(out, "({side} unix-socket (subpath {root}))").expect("writing to a String");
+            return;
+        }
+        write!(
+            out,
+            "(require-all{MEMBER}({side} unix-socket (subpath {root}))"
+        )
+        .expect("writing to a String");
+        for x in except {
+            write!(
+                out,
+                "{MEMBER}(require-not ({side} unix-socket (subpath {x})))"
+            )
+            .expect("writing to a String");
+        }
+        out.push(')');
     }
-    out.push(')');
-    out
+
+    /// Single paths: `(literal P)` each.
+    pub(crate) fn literals(&mut self, literals: &[String]) {
+        for l in literals {
+            write!(self.next(None), "(literal {l})").expect("writing to a String");
+        }
+    }
 }
 
 /// Which end of a Unix socket a filter names.
@@ -61,23 +123,6 @@ impl Side {
     }
 }
 
-/// A Unix-socket filter for the region `root` minus the folders `except`.
-pub(crate) fn sockets(side: Side, root: &str, except: &[String]) -> String {
-    let side = side.word();
-    if except.is_empty() {
-        return format!("({side} unix-socket (subpath {root}))");
-    }
-    let mut out = String::with_capacity(48 + root.len() + 60 * except.len());
-    write!(out, "(require-all{MEMBER}({side} unix-socket (subpath {root}))")
-        .expect("writing to a String");
-    for x in except {
-        write!(out, "{MEMBER}(require-not ({side} unix-socket (subpath {x})))")
-            .expect("writing to a String");
-    }
-    out.push(')');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,25 +133,42 @@ mod tests {
 
     #[test]
     fn file_filters() {
-        assert_eq!(files("\"/a\"", &[], &[]), "(subpath \"/a\")");
-        assert_eq!(
-            files("\"/a\"", &s(&["\"/a/x\""]), &s(&["\"/a/k\""])),
-            "(require-all\n    (subpath \"/a\")\n    (require-not (literal \"/a/x\"))\n    \
-             (require-not (subpath \"/a/x\"))\n    (require-not (literal \"/a/k\")))"
+        let mut a = Alternatives::default();
+        a.files(None, "\"/a\"", &[], &[]);
+        a.files(
+            Some("grant (rw)"),
+            "\"/a\"",
+            &s(&["\"/a/x\""]),
+            &s(&["\"/a/k\""]),
         );
+        a.files(None, "\"/\"", &[], &s(&["\"/u\""]));
         assert_eq!(
-            files("\"/\"", &[], &s(&["\"/u\""])),
-            "(require-all\n    (subpath \"/\")\n    (require-not (literal \"/u\")))"
+            a.into_string(),
+            "\n  (subpath \"/a\")\
+             \n  ;; grant (rw)\
+             \n  (require-all\n    (subpath \"/a\")\n    (require-not (literal \"/a/x\"))\
+             \n    (require-not (subpath \"/a/x\"))\n    (require-not (literal \"/a/k\")))\
+             \n  (require-all\n    (subpath \"/\")\n    (require-not (literal \"/u\")))"
         );
     }
 
     #[test]
-    fn socket_filters() {
-        assert_eq!(sockets(Side::Remote, "\"/a\"", &[]), "(remote unix-socket (subpath \"/a\"))");
+    fn socket_filters_and_literals() {
+        let mut a = Alternatives::default();
+        a.sockets(Side::Remote, "\"/a\"", &[]);
+        a.sockets(Side::Local, "\"/a\"", &s(&["\"/a/x\""]));
+        a.literals(&s(&["\"/k\""]));
         assert_eq!(
-            sockets(Side::Local, "\"/a\"", &s(&["\"/a/x\""])),
-            "(require-all\n    (local unix-socket (subpath \"/a\"))\n    \
-             (require-not (local unix-socket (subpath \"/a/x\"))))"
+            a.into_string(),
+            "\n  (remote unix-socket (subpath \"/a\"))\
+             \n  (require-all\n    (local unix-socket (subpath \"/a\"))\
+             \n    (require-not (local unix-socket (subpath \"/a/x\"))))\
+             \n  (literal \"/k\")"
         );
+    }
+
+    #[test]
+    fn nothing_added_is_empty() {
+        assert_eq!(Alternatives::default().into_string(), "");
     }
 }

@@ -98,7 +98,11 @@ impl Hasher for Fnv {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
         for b in bytes {
             h ^= u64::from(*b);
             h = h.wrapping_mul(0x0100_0000_01b3);
@@ -310,28 +314,30 @@ struct Terms<'p> {
 
 impl<'p> Terms<'p> {
     /// The base's folders: `/` when open; the closed base's folders otherwise, read-like
-    /// operations in both of its lists and everything in `write`.
+    /// operations in both of its lists and everything in `write`. A folder inside another
+    /// of the same list adds nothing (the base leaves out the same paths in both).
     fn add_base(&mut self, policy: &'p Policy, paths: &Paths<'p>) {
-        let (read_folders, write_folders, sources): (BTreeSet<Key>, BTreeSet<Key>, _) =
-            match policy.base {
-                Base::Open => (
-                    BTreeSet::from([b"/".as_slice()]),
-                    BTreeSet::from([b"/".as_slice()]),
-                    (Source::BaseOpen, Source::BaseOpen),
-                ),
-                Base::Closed => {
-                    let write: BTreeSet<Key> =
-                        policy.closed.write.iter().map(|r| key(&r.path)).collect();
-                    let read = policy
-                        .closed
-                        .read
-                        .iter()
-                        .map(|r| key(&r.path))
-                        .chain(write.iter().copied())
-                        .collect();
-                    (read, write, (Source::ClosedRead, Source::ClosedWrite))
-                }
-            };
+        let (read_folders, write_folders, sources) = match policy.base {
+            Base::Open => (
+                vec![b"/".as_slice()],
+                vec![b"/".as_slice()],
+                (Source::BaseOpen, Source::BaseOpen),
+            ),
+            Base::Closed => {
+                let write = policy.closed.write.iter().map(|r| key(&r.path));
+                let read = policy
+                    .closed
+                    .read
+                    .iter()
+                    .map(|r| key(&r.path))
+                    .chain(write.clone());
+                (
+                    outermost(read),
+                    outermost(write),
+                    (Source::ClosedRead, Source::ClosedWrite),
+                )
+            }
+        };
         for folder in read_folders {
             if let Some(region) = paths.base_region(folder) {
                 self.read_of_folder.insert(folder, self.read.len());
@@ -380,8 +386,7 @@ impl<'p> Terms<'p> {
 
     /// The terms of `kind` whose region holds `k`, following how the regions were cut: a
     /// dead path is in none; inside a grant, only in its deepest grant's part; otherwise in
-    /// every base folder holding it (they may nest, `/dev` to read and `/dev/null` to
-    /// write) unless the base leaves it out.
+    /// the base folder of that kind holding it, unless the base leaves it out.
     fn holding(&self, paths: &Paths<'p>, k: Key<'_>, kind: Kind) -> Vec<usize> {
         if paths.is_dead(k) {
             return Vec::new();
@@ -482,8 +487,14 @@ mod tests {
         let set: BTreeSet<Key> = [b"/a".as_slice(), b"/a b", b"/a/b", b"/a/b/c", b"/a0", b"/b"]
             .into_iter()
             .collect();
-        assert_eq!(strictly_inside(&set, b"/a"), [b"/a/b".as_slice(), b"/a/b/c"]);
+        assert_eq!(
+            strictly_inside(&set, b"/a"),
+            [b"/a/b".as_slice(), b"/a/b/c"]
+        );
         assert_eq!(strictly_inside(&set, b"/").len(), 6);
-        assert_eq!(outermost(set.iter().copied()), [b"/a".as_slice(), b"/a b", b"/a0", b"/b"]);
+        assert_eq!(
+            outermost(set.iter().copied()),
+            [b"/a".as_slice(), b"/a b", b"/a0", b"/b"]
+        );
     }
 }

@@ -3,10 +3,11 @@
 //!
 //! The profile is `(version 1) (deny default)` followed by allow rules only, each carrying
 //! its exclusions as `require-not`: a union of predicates, whose meaning does not depend on
-//! rule order. How the policy's layers become such a union is [`layout`]'s business; the
-//! SBPL text comes from a Tera template (`profiles/seatbelt/profile.sb.tera`, embedded,
-//! overridable) that receives only already-escaped string literals ([`escape`]), never raw
-//! paths. `docs/seatbelt.md` explains every rule and where each operation name was seen.
+//! rule order. How the policy's layers become such a union is `layout`'s business (regions:
+//! a folder minus folders inside it); `filters` writes each region as SBPL filters from
+//! literals escaped by [`escape`]; the rest of the text comes from a Tera template
+//! (`profiles/seatbelt/profile.sb.tera`, embedded, overridable), which never sees a raw path.
+//! `docs/seatbelt.md` explains every rule and where each operation name was seen.
 
 pub mod escape;
 mod filters;
@@ -23,7 +24,7 @@ use serde::Serialize;
 use crate::policy::{Access, Base, Op, Policy};
 use crate::target::Target;
 use escape::{EscapeError, path_literal, string_literal};
-use filters::Side;
+use filters::{Alternatives, Side};
 use layout::{Key, Layout, ReadTerm, Source, WriteTerm};
 
 /// The embedded profile template.
@@ -54,7 +55,9 @@ pub enum RenderError {
          with --target macos"
     )]
     NotMacos { target: Target },
-    #[error("{what} {path:?} ({origin}) is not an absolute path without '..'; Seatbelt would never match it")]
+    #[error(
+        "{what} {path:?} ({origin}) is not an absolute path without '..'; Seatbelt would never match it"
+    )]
     NotPlain {
         what: &'static str,
         origin: String,
@@ -173,8 +176,8 @@ pub fn render_with(policy: &Policy, templates: &Templates) -> Result<String, Ren
     let policy = canonical(policy)?;
     check_literals(&policy)?;
     let data = ProfileData::new(&policy, &layout::layout(&policy))?;
-    let context = tera::Context::from_serialize(&data)
-        .map_err(|e| template_error(&templates.origin, &e))?;
+    let context =
+        tera::Context::from_serialize(&data).map_err(|e| template_error(&templates.origin, &e))?;
     templates
         .tera
         .render(TEMPLATE_NAME, &context)
@@ -275,43 +278,39 @@ fn paths_of(policy: &Policy) -> impl Iterator<Item = (&'static str, PathOrigin<'
                 .chain(&policy.launchers.read)
                 .map(|l| ("launcher path", PathOrigin::Launchers, l.path.as_path())),
         )
-        .chain(std::iter::once(("home", PathOrigin::Home, policy.home.as_path())))
+        .chain(std::iter::once((
+            "home",
+            PathOrigin::Home,
+            policy.home.as_path(),
+        )))
 }
 
 // ---- what the template sees: escaped literals and filters built from them ----------------
 
+/// The filter lists are [`Alternatives`]: one filter per line, or empty (then the template
+/// writes no rule).
 #[derive(Serialize)]
 struct ProfileData {
     base: &'static str,
     home: String,
     launchers_blocked: bool,
-    read: Vec<ReadRule>,
-    write: Vec<WriteRule>,
-    keep: Vec<String>,
-    traverse: Vec<String>,
+    /// Readable regions, for file-read* and file-ioctl.
+    read_files: String,
+    /// The same regions minus the launcher binaries, for process-exec.
+    read_exec: String,
+    /// Writable regions minus the kept ancestors, for file-write* and file-link.
+    write_files: String,
+    /// Kept ancestors (may be written and created, never deleted or renamed).
+    write_keep: String,
+    /// Writable regions as Unix-socket filters, for network-outbound and network-bind.
+    write_remote: String,
+    write_local: String,
+    /// Folders above grants, for file-read-metadata.
+    traverse: String,
     launcher_exec: Vec<String>,
     launcher_folders: Vec<String>,
     mach_names: Vec<String>,
     mach_prefixes: Vec<String>,
-}
-
-/// A readable region: `files` for file-read* and file-ioctl, `exec` for process-exec (the
-/// same, minus the launcher binaries inside).
-#[derive(Serialize)]
-struct ReadRule {
-    what: &'static str,
-    files: String,
-    exec: String,
-}
-
-/// A writable region: `files` for file-write* and file-link (the kept ancestors left out),
-/// `remote` / `local` for Unix sockets.
-#[derive(Serialize)]
-struct WriteRule {
-    what: &'static str,
-    files: String,
-    remote: String,
-    local: String,
 }
 
 /// The literal for a path already checked by [`check_literals`].
@@ -346,42 +345,52 @@ fn name_literal(what: &'static str, name: &str) -> Result<String, RenderError> {
     })
 }
 
-impl ReadRule {
-    fn new(t: &ReadTerm<'_>) -> Result<ReadRule, RenderError> {
-        let root = lit(t.region.root)?;
-        let except = lits(&t.region.except)?;
-        let files = filters::files(&root, &except, &[]);
-        let exec = if t.exec_except.is_empty() {
-            files.clone()
-        } else {
-            filters::files(&root, &except, &lits(&t.exec_except)?)
-        };
-        Ok(ReadRule {
-            what: describe(t.source),
-            files,
-            exec,
-        })
-    }
+#[derive(Default)]
+struct Lists {
+    read_files: Alternatives,
+    read_exec: Alternatives,
+    write_files: Alternatives,
+    write_remote: Alternatives,
+    write_local: Alternatives,
 }
 
-impl WriteRule {
-    fn new(t: &WriteTerm<'_>) -> Result<WriteRule, RenderError> {
+impl Lists {
+    fn add_read(&mut self, t: &ReadTerm<'_>) -> Result<(), RenderError> {
         let root = lit(t.region.root)?;
         let except = lits(&t.region.except)?;
-        Ok(WriteRule {
-            what: describe(t.source),
-            files: filters::files(&root, &except, &lits(&t.keep)?),
-            remote: filters::sockets(Side::Remote, &root, &except),
-            local: filters::sockets(Side::Local, &root, &except),
-        })
+        let what = Some(describe(t.source));
+        self.read_files.files(what, &root, &except, &[]);
+        self.read_exec
+            .files(what, &root, &except, &lits(&t.exec_except)?);
+        Ok(())
+    }
+
+    fn add_write(&mut self, t: &WriteTerm<'_>) -> Result<(), RenderError> {
+        let root = lit(t.region.root)?;
+        let except = lits(&t.region.except)?;
+        let what = Some(describe(t.source));
+        self.write_files
+            .files(what, &root, &except, &lits(&t.keep)?);
+        self.write_remote.sockets(Side::Remote, &root, &except);
+        self.write_local.sockets(Side::Local, &root, &except);
+        Ok(())
     }
 }
 
 impl ProfileData {
     fn new(policy: &Policy, layout: &Layout<'_>) -> Result<ProfileData, RenderError> {
         let blocked = policy.launchers.block;
-        let read = layout.read.iter().map(ReadRule::new).collect::<Result<_, _>>()?;
-        let write = layout.write.iter().map(WriteRule::new).collect::<Result<_, _>>()?;
+        let mut lists = Lists::default();
+        for t in &layout.read {
+            lists.add_read(t)?;
+        }
+        for t in &layout.write {
+            lists.add_write(t)?;
+        }
+        let mut write_keep = Alternatives::default();
+        write_keep.literals(&lits(&layout.keep)?);
+        let mut traverse = Alternatives::default();
+        traverse.literals(&lits(&layout.traverse)?);
         let mut mach_names: Vec<String> = Vec::new();
         let mut mach_prefixes: Vec<String> = Vec::new();
         if blocked {
@@ -406,10 +415,13 @@ impl ProfileData {
             },
             home: lit(layout::key(&policy.home))?,
             launchers_blocked: blocked,
-            read,
-            write,
-            keep: lits(&layout.keep)?,
-            traverse: lits(&layout.traverse)?,
+            read_files: lists.read_files.into_string(),
+            read_exec: lists.read_exec.into_string(),
+            write_files: lists.write_files.into_string(),
+            write_keep: write_keep.into_string(),
+            write_remote: lists.write_remote.into_string(),
+            write_local: lists.write_local.into_string(),
+            traverse: traverse.into_string(),
             launcher_exec: lits(&layout.launcher_exec)?,
             launcher_folders: lits(&layout.launcher_folders)?,
             mach_names,

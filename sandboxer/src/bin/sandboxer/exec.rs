@@ -68,7 +68,9 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
 
     use linux::*;
 
+    let t0 = std::time::Instant::now();
     let policy = load_policy(&args.policy)?;
+    let t1 = t0.elapsed();
     let enforce_how = args.enforce.unwrap_or(policy.linux.enforce);
     let command = command(&args)?;
     // The namespace probe forks twice and waits for namespaces to be torn down (milliseconds
@@ -81,10 +83,13 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
     } else {
         unprobed_facts()
     };
+    let t2 = t0.elapsed();
     let plan = match choose(&policy, &facts, enforce_how) {
         Ok(plan) => plan,
         Err(code) => return Ok(code),
     };
+    let t3 = t0.elapsed();
+    if std::env::var_os("SBX_TIMING").is_some() { eprintln!("TIMING load {t1:?} facts {t2:?} plan {t3:?}"); }
     if args.print_plan {
         let text = serde_json::to_string_pretty(&plan)?;
         writeln!(std::io::stdout().lock(), "{text}").context("writing the plan")?;

@@ -4,6 +4,7 @@ mod common;
 mod doctor;
 mod exec;
 mod explain;
+mod probe;
 mod render;
 
 use std::process::ExitCode;
@@ -46,6 +47,10 @@ enum Command {
     /// What this machine can enforce (Landlock ABI, namespaces, Seatbelt) and what a policy
     /// would get here: the plan's shape and gaps, or the refusal and how to fix it.
     Doctor(doctor::DoctorArgs),
+    /// The contract's harness: run the probes of query files inside this process (start it
+    /// inside the sandbox under test) and report raw facts (errno, bytes, entries) as JSON.
+    /// Verdicts are the runner's (`dispatcher contract`), decided from evidence.
+    Probe(probe::ProbeArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +61,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::explain(args),
         Command::Exec(args) => exec::exec(args),
         Command::Doctor(args) => doctor::doctor(args),
+        Command::Probe(args) => probe::probe(args),
     };
     match result {
         Ok(code) => code,

@@ -22,13 +22,18 @@ pub struct RenderArgs {
 
 pub fn render(args: RenderArgs) -> Result<ExitCode> {
     check_target(args.policy.target)?;
+    if !Target::Macos.is_host() && args.policy.home.is_none() {
+        // This machine's $HOME means nothing on the Mac the profile is for: never guess.
+        bail!(
+            "rendering a macOS profile on another OS needs --home (the Mac home, e.g. /Users/NAME)"
+        );
+    }
     let policy = args.policy.load()?;
     let from_dir;
     let templates = match &args.policy.profiles_dir {
         Some(dir) => {
-            from_dir = Templates::from_profiles_dir(dir).with_context(|| {
-                format!("loading the Seatbelt template from {}", dir.display())
-            })?;
+            from_dir = Templates::from_profiles_dir(dir)
+                .with_context(|| format!("loading the Seatbelt template from {}", dir.display()))?;
             &from_dir
         }
         None => Templates::embedded(),
@@ -77,9 +82,13 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .with_context(|| format!("{} names no file", path.display()))?;
+    // Unique per process and moment, so a leftover from a crashed run cannot block this one.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    tmp_name.push(format!(".tmp-{}-{nanos}", std::process::id()));
     let tmp = dir.join(tmp_name);
     let result = (|| {
         let mut file = std::fs::OpenOptions::new()
