@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup-test-env.sh
+bash scripts/install-clis.sh          # the real CLIs, pinned, into .tools/clis
+bash scripts/install-mcp-inspector.sh # a real MCP client for the bridge tests
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --profile ci

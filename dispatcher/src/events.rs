@@ -41,6 +41,36 @@ pub enum EventKind {
     Bridge {
         call: serde_json::Value,
     },
+    /// `dispatcher serve`'s launch journal: the intent to launch, recorded before anything
+    /// starts. Every later event of that launch follows it in the same log; the launch ends
+    /// with exactly one of `exited`, `lost` or `launch_failed`.
+    Launching {
+        launch: String,
+        cli: String,
+        workflow: String,
+        supervision: String,
+    },
+    /// The launch did not start, or was rolled back: nothing of it runs.
+    LaunchFailed { launch: String, error: String },
+    /// A restarted server found the chat still running and took it over (bridge served again).
+    Adopted {
+        launch: String,
+        pid: Option<i32>,
+        tmux_session: Option<String>,
+    },
+    /// The chat ended while no server watched it, or was stopped without a status to report:
+    /// its exit status is unknown.
+    Lost { launch: String, reason: String },
+    /// A stop was asked for; the chat's `exited` or `lost` follows.
+    StopRequested { launch: String },
+    /// Output of a structured (headless) chat: `bytes` bytes of the stream from byte
+    /// `offset` on, as `text` (lossy UTF-8).
+    Output {
+        stream: String,
+        offset: u64,
+        bytes: u64,
+        text: String,
+    },
 }
 
 fn now_ms() -> u64 {
@@ -51,6 +81,15 @@ fn now_ms() -> u64 {
 }
 
 impl Event {
+    /// An event of `chat` stamped now.
+    pub fn new(chat: &ChatId, kind: EventKind) -> Event {
+        Event {
+            ts_ms: now_ms(),
+            chat: chat.clone(),
+            kind,
+        }
+    }
+
     pub fn started(l: &Launch) -> Event {
         Event {
             ts_ms: now_ms(),
@@ -96,6 +135,7 @@ impl EventLog {
         let path = state.events(chat);
         let file = OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .mode(0o600)
             .open(&path)
@@ -104,6 +144,13 @@ impl EventLog {
                 what: "cannot open the event log",
                 source,
             })?;
+        // A crash mid-append can leave a torn last line; end it, so the next event starts on a
+        // line of its own instead of being glued to the fragment (and skipped with it).
+        terminate_torn_line(&file).map_err(|source| StateError::Io {
+            path: path.clone(),
+            what: "cannot repair the event log's last line",
+            source,
+        })?;
         Ok(EventLog {
             path,
             file: Arc::new(Mutex::new(file)),
@@ -154,6 +201,21 @@ impl EventLog {
     }
 }
 
+fn terminate_torn_line(file: &File) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, len - 1)?;
+    if last[0] != b'\n' {
+        (&*file).write_all(b"\n")?;
+        file.sync_data()?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +240,10 @@ mod tests {
             .unwrap()
             .write_all(b"{\"ts_ms\":2,\"chat\":\"c\",\"ev")
             .unwrap();
-        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev]);
+        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev.clone()]);
+        // Reopened after the crash, the next event is not glued to the torn fragment.
+        let log = EventLog::open(&s, &c).unwrap();
+        log.append(&ev).unwrap();
+        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev.clone(), ev]);
     }
 }

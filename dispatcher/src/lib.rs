@@ -3,10 +3,13 @@
 
 pub mod adapter;
 pub mod bridge;
+pub mod contract;
 pub mod events;
 pub mod grants;
 pub mod launch;
 pub mod ids;
 pub mod modes;
 pub mod platform;
+pub mod server;
 pub mod state;
+pub mod step;

@@ -72,6 +72,50 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
     },
+    /// Run the dispatcher server on 127.0.0.1: launches chats (structured or tmux), serves
+    /// their bridges, records their events; API authenticated with config.json's server token.
+    Serve(dispatcher::server::cli::ServeArgs),
+    /// Stop the server listening on --port: asked to shut down with this state root's token
+    /// (never killed by name).
+    Stop(dispatcher::server::cli::StopArgs),
+    /// Talk to the running server of this state root: list, launch, stop chats, read events.
+    #[command(subcommand)]
+    Chats(dispatcher::server::cli::ChatsCmd),
+    /// The sandbox contract: run the probes of queries/*.toml inside every CLI's real launch
+    /// in a fresh temporary state root (Linux: live; macOS: evaluated against the exact
+    /// profile), check each CLI starts confined with its own sandbox off. Exit 1 on any
+    /// failure. `--all --markdown` prints the permission map (docs/permission-map.md).
+    Contract(dispatcher::contract::ContractArgs),
+    /// Workflow steps.
+    #[command(subcommand)]
+    Step(StepCmd),
+}
+
+#[derive(Subcommand)]
+enum StepCmd {
+    /// Run a script for a workflow step, confined like a chat launch: the step's runtime and
+    /// its workflow read-write, attached workflows as given, planning/ and workflow.db
+    /// refused, the state root protected. Refused where no sandbox works. Exits with the
+    /// script's status.
+    Run {
+        #[arg(long)]
+        workflow: String,
+        /// The step's name (its runtime folder's name).
+        #[arg(long, default_value = "script")]
+        step: String,
+        /// The script (copied into the step's read-only launch folder, then run from there).
+        #[arg(long, value_name = "FILE")]
+        script: PathBuf,
+        /// Attach another workflow: W (read-only) or W:rw. Repeatable.
+        #[arg(long, value_name = "W[:rw]")]
+        attach: Vec<String>,
+        /// Print the step's launch without writing or running anything.
+        #[arg(long)]
+        dry_run: bool,
+        /// Arguments for the script.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -234,6 +278,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Launch(args) => launch_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
         Command::Profile(args) => profile_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
         Command::Clis { json } => clis_cmd(cli.profiles_dir.as_deref(), json),
+        Command::Serve(args) => {
+            dispatcher::server::cli::serve(open_state(cli.state_root.as_ref())?, cli.profiles_dir, args)
+        }
+        Command::Stop(args) => dispatcher::server::cli::stop(&open_state(cli.state_root.as_ref())?, args),
+        Command::Chats(cmd) => dispatcher::server::cli::chats(&open_state(cli.state_root.as_ref())?, cmd),
+        Command::Contract(args) => dispatcher::contract::main(args, cli.profiles_dir.as_deref()),
+        Command::Step(StepCmd::Run { workflow, step, script, attach, dry_run, args }) => {
+            step_run(cli.state_root.as_ref(), &workflow, &step, script, &attach, dry_run, args)
+        }
         Command::Bridge { socket } => {
             let stdin = std::io::stdin().lock();
             let stdout = std::io::stdout().lock();
@@ -241,6 +294,47 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn step_run(
+    state_root: Option<&PathBuf>,
+    workflow: &str,
+    step: &str,
+    script: PathBuf,
+    attach: &[String],
+    dry_run: bool,
+    args: Vec<String>,
+) -> Result<ExitCode> {
+    let state = open_state(state_root)?;
+    let target = Target::host().context("this OS has no sandbox backend")?;
+    let home = platform::home()?;
+    let script = std::path::absolute(&script)
+        .with_context(|| format!("--script {}: cannot make it absolute", script.display()))?;
+    let req = dispatcher::step::StepRequest {
+        workflow: WorkflowId::new(workflow)?,
+        step: WorkflowId::new(step).context("--step")?,
+        script,
+        args,
+        attach: attach
+            .iter()
+            .map(|a| a.parse::<Attach>().map_err(anyhow::Error::msg))
+            .collect::<Result<_>>()?,
+    };
+    let dispatcher_bin = std::env::current_exe().context("cannot find the dispatcher's own binary")?;
+    let sandboxer = platform::locate_sandboxer(&dispatcher_bin);
+    let launch = dispatcher::step::plan(&state, &req, target, &home, &sandboxer, |policy| {
+        platform::confinement(target, policy, &home)
+    })?;
+    if dry_run {
+        println!("{}", serde_json::to_string_pretty(&launch)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    dispatcher::step::write_files(&state, &launch)?;
+    eprintln!(
+        "dispatcher: step {} of workflow {} confined ({})",
+        launch.step, launch.workflow, launch.confinement
+    );
+    Ok(ExitCode::from(dispatcher::step::run_foreground(&launch)?))
 }
 
 fn request(
@@ -415,7 +509,7 @@ fn clis_cmd(profiles_dir: Option<&std::path::Path>, json: bool) -> Result<ExitCo
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        println!("{:<10} {:<10} {:<28} {}", "CLI", "INSTALLED", "VERSION", "MODES HERE");
+        println!("{:<10} {:<10} {:<28} MODES HERE", "CLI", "INSTALLED", "VERSION");
         for r in rows {
             println!(
                 "{:<10} {:<10} {:<28} {}",

@@ -164,7 +164,9 @@ pub fn run_foreground(launch: &Launch) -> Result<u8> {
     })
 }
 
-fn command(launch: &Launch) -> Result<Command> {
+/// The launch's command (wrapper and CLI), its cwd and environment, after checking that its
+/// binaries are there. Callers choose how it runs (foreground, spawned and supervised).
+pub fn command(launch: &Launch) -> Result<Command> {
     let program = Path::new(&launch.argv[0]);
     if program.is_absolute() && !program.is_file() {
         bail!("{} is not installed here", program.display());
@@ -205,7 +207,7 @@ pub fn start_tmux(state: &StateRoot, launch: &Launch) -> Result<TmuxSession> {
     for (k, v) in &launch.env_set {
         cmd.arg("-e").arg(format!("{k}={v}"));
     }
-    cmd.arg("--").arg(base.get_program()).args(base.get_args());
+    cmd.arg("--").args(tmux_command_args(base.get_program(), base.get_args()));
     for k in &launch.env_removed {
         cmd.env_remove(k);
     }
@@ -214,6 +216,45 @@ pub fn start_tmux(state: &StateRoot, launch: &Launch) -> Result<TmuxSession> {
         bail!("tmux new-session failed: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(TmuxSession { socket, name })
+}
+
+/// A command line as tmux must be given it so that it runs exactly `program args…`.
+///
+/// tmux splits its own command line at every argument that *ends* in `;` (even after `--`):
+/// an argument `x;` would end `new-session`, and the arguments after it would run as tmux
+/// commands (`run-shell …`, unconfined). A trailing `;` is written `\;`, which tmux turns back
+/// into `;`. And tmux runs a command of a single argument through `sh -c`; that one argument
+/// is shell-quoted so the shell runs exactly it.
+pub fn tmux_command_args<'a>(
+    program: &'a std::ffi::OsStr,
+    args: impl Iterator<Item = &'a std::ffi::OsStr>,
+) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let argv: Vec<&std::ffi::OsStr> = std::iter::once(program).chain(args).collect();
+    if argv.len() == 1 {
+        let mut quoted = b"'".to_vec();
+        for &b in program.as_bytes() {
+            if b == b'\'' {
+                quoted.extend_from_slice(b"'\\''");
+            } else {
+                quoted.push(b);
+            }
+        }
+        quoted.push(b'\'');
+        return vec![tmux_escape(std::ffi::OsString::from_vec(quoted))];
+    }
+    argv.into_iter().map(|a| tmux_escape(a.to_os_string())).collect()
+}
+
+fn tmux_escape(arg: std::ffi::OsString) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = arg.as_bytes();
+    if bytes.last() != Some(&b';') {
+        return arg;
+    }
+    let mut out = bytes[..bytes.len() - 1].to_vec();
+    out.extend_from_slice(b"\\;");
+    std::ffi::OsString::from_vec(out)
 }
 
 /// One row of `dispatcher clis`.

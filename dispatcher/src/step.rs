@@ -19,6 +19,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
+use sandboxer::Target;
+
 use crate::grants::{Attach, LAUNCH_DIR, LaunchGrants};
 use crate::ids::WorkflowId;
 use crate::launch::{Confinement, ENV_REMOVED, LaunchError};
@@ -57,7 +59,11 @@ pub struct StepLaunch {
     pub script_path: PathBuf,
     /// How the platform confines it.
     pub confinement: String,
-    /// `sandboxer exec --policy … --cwd … -- SCRIPT ARGS…`.
+    /// macOS: the Seatbelt profile rendered from the policy, and where it is written.
+    pub profile: Option<String>,
+    pub profile_path: Option<PathBuf>,
+    /// Linux: `sandboxer exec --policy … --cwd … -- SCRIPT ARGS…`; macOS:
+    /// `sandbox-exec -f PROFILE SCRIPT ARGS…` (run with the workflow as working folder).
     pub argv: Vec<String>,
     pub env_removed: Vec<String>,
 }
@@ -71,11 +77,14 @@ pub fn runtime(state: &StateRoot, workflow: &WorkflowId, step: &WorkflowId) -> P
         .join(step.as_str())
 }
 
-/// Computes a scripted step. `confinement` answers whether this machine can enforce the
-/// step's policy text; a step that cannot be confined is refused.
+/// Computes a scripted step for `target` and the person at `home`. `confinement` answers
+/// whether the machine can enforce the step's policy text; a step that cannot be confined is
+/// refused.
 pub fn plan(
     state: &StateRoot,
     req: &StepRequest,
+    target: Target,
+    home: &Path,
     sandboxer: &Path,
     confinement: impl FnOnce(&str) -> Confinement,
 ) -> Result<StepLaunch, LaunchError> {
@@ -107,16 +116,50 @@ pub fn plan(
     let policy_path = launch_dir.join("policy.toml");
     let script_path = launch_dir.join(SCRIPT_NAME);
     let cwd = grants.workflow.clone();
-    let mut argv = vec![
-        sandboxer.display().to_string(),
-        "exec".into(),
-        "--policy".into(),
-        policy_path.display().to_string(),
-        "--cwd".into(),
-        cwd.display().to_string(),
-        "--".into(),
-        script_path.display().to_string(),
-    ];
+    let (mut argv, profile, profile_path) = match target {
+        Target::Linux => (
+            vec![
+                sandboxer.display().to_string(),
+                "exec".into(),
+                "--policy".into(),
+                policy_path.display().to_string(),
+                "--cwd".into(),
+                cwd.display().to_string(),
+                "--".into(),
+            ],
+            None,
+            None,
+        ),
+        Target::Macos => {
+            let profile_path = launch_dir.join("sandbox.sb");
+            let fail = |e: &dyn std::fmt::Display| {
+                LaunchError::Adapter(format!("the step's Seatbelt profile: {e}"))
+            };
+            let opts = sandboxer::policy::ResolveOptions::new(
+                Target::Macos,
+                home.to_path_buf(),
+                Target::Macos.is_host(),
+            )
+            .map_err(|e| fail(&e))?;
+            let policy = sandboxer::Policy::from_toml(
+                &policy_text,
+                &policy_path.display().to_string(),
+                &opts,
+            )
+            .map_err(|e| fail(&e))?;
+            let text = sandboxer::seatbelt::render(&policy).map_err(|e| fail(&e))?;
+            (
+                vec![
+                    "/usr/bin/sandbox-exec".to_string(),
+                    "-f".into(),
+                    profile_path.display().to_string(),
+                ],
+                Some(text),
+                Some(profile_path),
+            )
+        }
+    };
+    argv.push(script_path.display().to_string());
     argv.extend(req.args.iter().cloned());
     Ok(StepLaunch {
         workflow: req.workflow.clone(),
@@ -128,6 +171,8 @@ pub fn plan(
         script_source: req.script.clone(),
         script_path,
         confinement: how,
+        profile,
+        profile_path,
         argv,
         env_removed: ENV_REMOVED.iter().map(|s| s.to_string()).collect(),
     })
@@ -152,6 +197,10 @@ pub fn write_files(state: &StateRoot, step: &StepLaunch) -> Result<(), LaunchErr
         .map_err(|e: StateError| io(&step.policy_path, &e))?;
     crate::state::write_atomic(&step.script_path, &script, 0o700)
         .map_err(|e: StateError| io(&step.script_path, &e))?;
+    if let (Some(path), Some(text)) = (&step.profile_path, &step.profile) {
+        crate::state::write_atomic(path, text.as_bytes(), 0o600)
+            .map_err(|e: StateError| io(path, &e))?;
+    }
     Ok(())
 }
 
@@ -226,27 +275,76 @@ mod tests {
         let (d, s) = state();
         let script = d.path().join("s.sh");
         std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
-        let step = plan(&s, &req(script), Path::new("/bin/sandboxer"), |_| Ok("test".into())).unwrap();
+        let step = plan(
+            &s,
+            &req(script),
+            Target::Linux,
+            Path::new("/home/ada"),
+            Path::new("/bin/sandboxer"),
+            |_| Ok("test".into()),
+        )
+        .unwrap();
         let rt = s.path().join("state/step-runtimes/v1/wf/build");
         assert_eq!(step.runtime, rt);
         assert_eq!(step.cwd, s.workflow(&WorkflowId::new("wf").unwrap()));
         assert_eq!(&step.argv[..2], ["/bin/sandboxer", "exec"]);
         assert_eq!(step.argv.last().unwrap(), "a");
         let policy: toml::Value = toml::from_str(&step.policy_text).unwrap();
-        assert_eq!(policy["protected"][0]["path"].as_str().unwrap(), s.path().to_str().unwrap());
-        assert_eq!(policy["grant"][0]["path"].as_str().unwrap(), rt.to_str().unwrap());
+        assert_eq!(
+            policy["protected"][0]["path"].as_str().unwrap(),
+            s.path().to_str().unwrap()
+        );
+        assert_eq!(
+            policy["grant"][0]["path"].as_str().unwrap(),
+            rt.to_str().unwrap()
+        );
         assert_eq!(policy["refuse"].as_array().unwrap().len(), 2);
         write_files(&s, &step).unwrap();
-        assert_eq!(std::fs::read_to_string(&step.script_path).unwrap(), "#!/bin/sh\necho hi\n");
+        assert_eq!(
+            std::fs::read_to_string(&step.script_path).unwrap(),
+            "#!/bin/sh\necho hi\n"
+        );
+        assert!(step.profile.is_none());
+
+        let mac = plan(
+            &s,
+            &req(script_for_mac(&d)),
+            Target::Macos,
+            Path::new("/Users/ada"),
+            Path::new("/x"),
+            |_| Ok("evaluated".into()),
+        )
+        .unwrap();
+        assert_eq!(&mac.argv[..2], ["/usr/bin/sandbox-exec", "-f"]);
+        assert!(mac.profile.as_deref().unwrap().contains("(deny default)"));
+    }
+
+    fn script_for_mac(d: &tempfile::TempDir) -> PathBuf {
+        d.path().join("mac.sh")
     }
 
     #[test]
     fn a_step_that_cannot_be_confined_is_refused() {
         let (d, s) = state();
-        let e = plan(&s, &req(d.path().join("s.sh")), Path::new("/x"), |_| Err("no landlock".into()))
-            .unwrap_err();
+        let e = plan(
+            &s,
+            &req(d.path().join("s.sh")),
+            Target::Linux,
+            d.path(),
+            Path::new("/x"),
+            |_| Err("no landlock".into()),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("no landlock"), "{e}");
-        let e = plan(&s, &req("rel.sh".into()), Path::new("/x"), |_| Ok("t".into())).unwrap_err();
+        let e = plan(
+            &s,
+            &req("rel.sh".into()),
+            Target::Linux,
+            d.path(),
+            Path::new("/x"),
+            |_| Ok("t".into()),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("absolute"), "{e}");
     }
 
@@ -255,7 +353,15 @@ mod tests {
         let (d, s) = state();
         let script = d.path().join("s.sh");
         std::fs::write(&script, "#!/bin/sh\n").unwrap();
-        let step = plan(&s, &req(script), Path::new("/x"), |_| Ok("t".into())).unwrap();
+        let step = plan(
+            &s,
+            &req(script),
+            Target::Linux,
+            d.path(),
+            Path::new("/x"),
+            |_| Ok("t".into()),
+        )
+        .unwrap();
         std::fs::create_dir_all(step.runtime.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(d.path(), &step.runtime).unwrap();
         let e = write_files(&s, &step).unwrap_err();

@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 /// This is only the reference meaning for paths that are already resolved; symlinks are the
 /// kernel's business (and the loader's, for policy paths).
 pub fn normalize(path: &Path) -> Option<PathBuf> {
-    if is_clean_bytes(bytes(path)) {
+    if is_clean(path) {
         // Already normal: rebuilding it from its components would give the same bytes.
         return Some(path.to_path_buf());
     }
@@ -33,35 +33,40 @@ pub fn normalize(path: &Path) -> Option<PathBuf> {
 /// `true` when `path` is `root` or lies beneath it.
 pub fn within(path: &Path, root: &Path) -> bool {
     let (p, r) = (bytes(path), bytes(root));
-    if starts_at_boundary(p, r) {
+    if !(is_absolute(p) && is_absolute(r)) {
+        return path.starts_with(root);
+    }
+    // The common case first: `root`'s bytes begin `path` up to a slash. Splitting there
+    // splits the names too, so `path`'s names begin with `root`'s however either is spelled.
+    if p.starts_with(r) && (p.len() == r.len() || p[r.len()] == b'/' || r.ends_with(b"/")) {
         return true;
     }
-    if is_clean_bytes(p) && is_clean_bytes(r) {
-        return false;
-    }
-    path.starts_with(root)
+    // Else name by name, as `Path::starts_with` compares components (most paths differ
+    // early).
+    let mut names = names(p);
+    self::names(r).all(|name| names.next() == Some(name))
 }
 
 /// `true` when `path` lies strictly beneath `root`.
 pub fn strictly_within(path: &Path, root: &Path) -> bool {
     let (p, r) = (bytes(path), bytes(root));
-    if is_clean_bytes(p) && is_clean_bytes(r) {
-        return p.len() > r.len() && starts_at_boundary(p, r);
+    if !(is_absolute(p) && is_absolute(r)) {
+        return path != root && path.starts_with(root);
     }
-    path != root && path.starts_with(root)
+    let mut names = names(p);
+    self::names(r).all(|name| names.next() == Some(name)) && names.next().is_some()
 }
 
-fn bytes(path: &Path) -> &[u8] {
-    path.as_os_str().as_encoded_bytes()
-}
-
-/// Whether `root` is absolute and its bytes begin `path` up to a slash (or all of it). Then
-/// `path`'s components begin with `root`'s, however either is spelled: splitting at that
-/// slash splits the components too. (The converse needs both paths clean.)
-fn starts_at_boundary(path: &[u8], root: &[u8]) -> bool {
-    root.first() == Some(&b'/')
-        && path.starts_with(root)
-        && (path.len() == root.len() || path[root.len()] == b'/' || root.ends_with(b"/"))
+/// `path == other` (which compares components), cheaply: equal bytes, or name by name.
+pub fn same(path: &Path, other: &Path) -> bool {
+    let (p, o) = (bytes(path), bytes(other));
+    if p == o {
+        return true;
+    }
+    if !(is_absolute(p) && is_absolute(o)) {
+        return path == other;
+    }
+    names(p).eq(names(o))
 }
 
 /// Whether `path` is absolute and already normal in the sense of [`normalize`], spelled the
@@ -69,33 +74,54 @@ fn starts_at_boundary(path: &[u8], root: &[u8]) -> bool {
 /// them `.` or `..`, no trailing slash. For such paths the components are exactly the
 /// slash-separated names, so comparing bytes is comparing components.
 pub fn is_clean(path: &Path) -> bool {
-    is_clean_bytes(bytes(path))
+    let b = bytes(path);
+    is_absolute(b) && plain(b)
 }
 
-fn is_clean_bytes(b: &[u8]) -> bool {
-    if b.first() != Some(&b'/') {
+// The helpers below work on the bytes of a path (Unix: a path is its bytes), so that the
+// common case, paths already normal, costs a few byte comparisons instead of walking
+// `Path::components` for every rule on every query. Anything else falls back to the standard
+// library's component-wise meaning; the tests check the two agree on every short path.
+
+fn bytes(path: &Path) -> &[u8] {
+    path.as_os_str().as_encoded_bytes()
+}
+
+fn is_absolute(b: &[u8]) -> bool {
+    b.first() == Some(&b'/')
+}
+
+/// The names of an absolute path, as [`Path::components`] has them after the root: split at
+/// slashes, empty names and `.` left out (`..` is kept, as a component of its own).
+fn names(b: &[u8]) -> impl Iterator<Item = &[u8]> {
+    b.split(|&c| c == b'/')
+        .filter(|name| !name.is_empty() && *name != b".")
+}
+
+/// [`is_clean`] for an absolute path's bytes, written without early exits so that it compiles
+/// to vector instructions: no slash may be followed by another, by `.` or by `..` (each then
+/// followed by a slash or the end), and none may end the path (but the root's).
+fn plain(b: &[u8]) -> bool {
+    let n = b.len();
+    if n > 1 && b[n - 1] == b'/' {
         return false;
     }
-    if b.len() == 1 {
-        return true;
+    // Whether a slash at `c` begins an empty, `.` or `..` name, given the three bytes after it
+    // (the end reads as a slash).
+    let odd = |c: u8, d: u8, e: u8, f: u8| {
+        (c == b'/') & ((d == b'/') | ((d == b'.') & ((e == b'/') | ((e == b'.') & (f == b'/')))))
+    };
+    let mut bad = false;
+    for w in b.windows(4) {
+        bad |= odd(w[0], w[1], w[2], w[3]);
     }
-    if b[b.len() - 1] == b'/' {
-        return false;
+    // The slashes too close to the end for a window of four; the last byte is no slash here
+    // (but the root's).
+    for i in n.saturating_sub(3)..n.saturating_sub(1) {
+        let at = |k: usize| b.get(i + k).copied().unwrap_or(b'/');
+        bad |= odd(b[i], at(1), at(2), at(3));
     }
-    // Each name starts right after a slash: it must not be empty, `.` or `..`.
-    let mut i = 0;
-    loop {
-        match &b[i + 1..] {
-            [b'/', ..] | [b'.'] | [b'.', b'/', ..] | [b'.', b'.'] | [b'.', b'.', b'/', ..] => {
-                return false;
-            }
-            _ => {}
-        }
-        match b[i + 1..].iter().position(|&c| c == b'/') {
-            Some(j) => i += 1 + j,
-            None => return true,
-        }
-    }
+    !bad
 }
 
 /// Resolves symlinks in the longest existing prefix of `path` and appends the rest as is, so a
@@ -157,6 +183,76 @@ mod tests {
     fn ancestors_exclude_self_and_root() {
         let a: Vec<_> = ancestors_below_root(Path::new("/x/y/z")).collect();
         assert_eq!(a, vec![Path::new("/x/y"), Path::new("/x")]);
+    }
+
+    /// Every string of up to seven bytes from `/`, `.` and two names, against the standard
+    /// library's component-wise meaning.
+    #[test]
+    fn byte_fast_paths_agree_with_components() {
+        let alphabet = [b'/', b'.', b'a', b'b'];
+        let mut all: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut level: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..7 {
+            level = level
+                .iter()
+                .flat_map(|s| {
+                    alphabet.iter().map(move |c| {
+                        let mut t = s.clone();
+                        t.push(*c);
+                        t
+                    })
+                })
+                .collect();
+            all.extend(level.iter().cloned());
+        }
+        let path = |b: &Vec<u8>| PathBuf::from(std::str::from_utf8(b).unwrap());
+        let paths: Vec<PathBuf> = all.iter().map(path).collect();
+        let reference_clean = |p: &Path| {
+            p.is_absolute() && p.as_os_str().as_encoded_bytes() == bytes(&normalize(p).unwrap())
+        };
+        for p in &paths {
+            assert_eq!(is_clean(p), reference_clean(p), "is_clean {p:?}");
+            let reference = p.is_absolute().then(|| {
+                let mut out = PathBuf::from("/");
+                for c in p.components() {
+                    match c {
+                        Component::ParentDir => {
+                            out.pop();
+                        }
+                        Component::Normal(n) => out.push(n),
+                        _ => {}
+                    }
+                }
+                out
+            });
+            assert_eq!(normalize(p), reference, "normalize {p:?}");
+        }
+        // Pairs: every path of up to five bytes against every other.
+        let short: Vec<&PathBuf> = paths.iter().filter(|p| p.as_os_str().len() <= 5).collect();
+        for p in &short {
+            for r in &short {
+                assert_eq!(within(p, r), p.starts_with(r), "within {p:?} {r:?}");
+                assert_eq!(
+                    strictly_within(p, r),
+                    p != r && p.starts_with(r),
+                    "strictly_within {p:?} {r:?}"
+                );
+                assert_eq!(same(p, r), p == r, "same {p:?} {r:?}");
+            }
+        }
+        // Longer ones against a few roots.
+        for p in &paths {
+            for r in ["/", "/a", "/a/b", "/a/.", "/a/", "//a", "/.a", "/a/..", "/ab", "/a/.b"] {
+                let r = Path::new(r);
+                assert_eq!(within(p, r), p.starts_with(r), "within {p:?} {r:?}");
+                assert_eq!(
+                    strictly_within(p, r),
+                    p != r && p.starts_with(r),
+                    "strictly_within {p:?} {r:?}"
+                );
+                assert_eq!(same(p, r), p == r, "same {p:?} {r:?}");
+            }
+        }
     }
 
     #[test]

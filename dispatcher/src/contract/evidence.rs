@@ -61,7 +61,12 @@ fn short(s: &str) -> String {
 }
 
 /// Decides one probe of one run from the evidence.
-pub fn decide(layout: &Layout, r: &Resolved<'_>, outcome: Option<&ProbeOutcome>, obs: &Observed) -> Decided {
+pub fn decide(
+    layout: &Layout,
+    r: &Resolved<'_>,
+    outcome: Option<&ProbeOutcome>,
+    obs: &Observed,
+) -> Decided {
     let op = r.probe.op;
     let target = Path::new(&r.target);
     let arg = r.arg.as_deref().map(Path::new);
@@ -70,10 +75,11 @@ pub fn decide(layout: &Layout, r: &Resolved<'_>, outcome: Option<&ProbeOutcome>,
         let m = layout
             .marker_for(path)
             .ok_or_else(|| format!("no marker is known for {}", path.display()))?;
+        let label = short(&layout.marker_label(m));
         Ok(if output.contains(m) {
-            (true, format!("marker {} in what was read", short(m)))
+            (true, format!("marker {label} in what was read"))
         } else {
-            (false, format!("marker {} not in what was read", short(m)))
+            (false, format!("marker {label} not in what was read"))
         })
     };
     let seen: Result<(bool, String), String> = match op.evidence() {
@@ -96,7 +102,14 @@ pub fn decide(layout: &Layout, r: &Resolved<'_>, outcome: Option<&ProbeOutcome>,
             }
         },
         Evidence::TokenInTarget => contains_file(target, &r.token).map(|b| {
-            (b, format!("token {} in {}", if b { "landed" } else { "absent" }, target.display()))
+            (
+                b,
+                format!(
+                    "token {} in {}",
+                    if b { "landed" } else { "absent" },
+                    target.display()
+                ),
+            )
         }),
         Evidence::CreatedWithToken => contains_file(target, &r.token).map(|b| {
             let what = match (b, exists(target)) {
@@ -108,7 +121,14 @@ pub fn decide(layout: &Layout, r: &Resolved<'_>, outcome: Option<&ProbeOutcome>,
         }),
         Evidence::TargetGone => {
             let gone = !exists(target);
-            Ok((gone, format!("{} {}", target.display(), if gone { "is gone" } else { "is still there" })))
+            Ok((
+                gone,
+                format!(
+                    "{} {}",
+                    target.display(),
+                    if gone { "is gone" } else { "is still there" }
+                ),
+            ))
         }
         Evidence::Moved => {
             let gone = !exists(target);
@@ -130,15 +150,29 @@ pub fn decide(layout: &Layout, r: &Resolved<'_>, outcome: Option<&ProbeOutcome>,
                     format!(
                         "{} {}",
                         a.display(),
-                        if linked { "is a link to the target" } else { "is not a link to the target" }
+                        if linked {
+                            "is a link to the target"
+                        } else {
+                            "is not a link to the target"
+                        }
                     ),
                 ))
             }
-            _ => Err(format!("the inode of {} was not recorded", target.display())),
+            _ => Err(format!(
+                "the inode of {} was not recorded",
+                target.display()
+            )),
         },
         Evidence::TokenInArg => match arg {
             Some(a) => contains_file(a, &r.token).map(|b| {
-                (b, format!("token {} in {}", if b { "written" } else { "absent" }, a.display()))
+                (
+                    b,
+                    format!(
+                        "token {} in {}",
+                        if b { "written" } else { "absent" },
+                        a.display()
+                    ),
+                )
             }),
             None => Err("no arg".into()),
         },
@@ -155,7 +189,15 @@ pub fn decide(layout: &Layout, r: &Resolved<'_>, outcome: Option<&ProbeOutcome>,
                     let got = text.contains(&r.token);
                     Ok((
                         got,
-                        format!("listener {} {}", short(&key), if got { "received the token" } else { "received nothing" }),
+                        format!(
+                            "listener {} {}",
+                            short(&key),
+                            if got {
+                                "received the token"
+                            } else {
+                                "received nothing"
+                            }
+                        ),
                     ))
                 }
             }
@@ -172,14 +214,20 @@ pub fn decide(layout: &Layout, r: &Resolved<'_>, outcome: Option<&ProbeOutcome>,
             let b = !obs.env_marker.is_empty() && output.contains(&obs.env_marker);
             Ok((
                 b,
-                format!("outside environment marker {}in what was read", if b { "" } else { "not " }),
+                format!(
+                    "outside environment marker {}in what was read",
+                    if b { "" } else { "not " }
+                ),
             ))
         }
         Evidence::TokenFromTerminal => {
             let b = obs.tty.contains(&r.token);
             Ok((
                 b,
-                format!("token {} the terminal's input", if b { "arrived in" } else { "not in" }),
+                format!(
+                    "token {} the terminal's input",
+                    if b { "arrived in" } else { "not in" }
+                ),
             ))
         }
         Evidence::EvaluatedOnly => Err("decided by evaluation only".into()),
@@ -197,7 +245,7 @@ pub fn decide(layout: &Layout, r: &Resolved<'_>, outcome: Option<&ProbeOutcome>,
     let claim = outcome.map(|o| o.claim);
     let failure = outcome
         .and_then(|o| o.error.as_deref())
-        .map(|e| short(e))
+        .map(|e| e.chars().take(160).collect::<String>())
         .unwrap_or_default();
     let inconsistent = match (claim, seen) {
         (None, _) => Some("the harness did not report this probe".to_string()),
@@ -221,7 +269,7 @@ pub fn decide(layout: &Layout, r: &Resolved<'_>, outcome: Option<&ProbeOutcome>,
         (Some(Claim::Skipped), false) => Some(format!("the harness skipped it: {failure}")),
         _ => None,
     };
-    if let (Some(Claim::Failed), false) = (claim, seen) {
+    if !failure.is_empty() && (claim == Some(Claim::Failed) || inconsistent.is_some()) {
         evidence.push_str(&format!(" ({failure})"));
     }
     Decided {

@@ -120,7 +120,8 @@ impl Layout {
             .mode(0o700)
             .create(&root)
             .map_err(io_err(format!("creating {}", root.display())))?;
-        let root = fs::canonicalize(&root).map_err(io_err(format!("resolving {}", root.display())))?;
+        let root =
+            fs::canonicalize(&root).map_err(io_err(format!("resolving {}", root.display())))?;
         let mkdir = |p: &Path| {
             fs::DirBuilder::new()
                 .mode(0o700)
@@ -133,7 +134,13 @@ impl Layout {
         let tmux_tmpdir = root.join("tmux-tmpdir");
         let outside_dir = root.join("outside");
         let harness_dir = root.join("harness");
-        for d in [&home, &xdg_runtime, &tmux_tmpdir, &outside_dir, &harness_dir] {
+        for d in [
+            &home,
+            &xdg_runtime,
+            &tmux_tmpdir,
+            &outside_dir,
+            &harness_dir,
+        ] {
             mkdir(d)?;
         }
         let (state, _) = StateRoot::init(&root.join("state"), None)?;
@@ -145,11 +152,22 @@ impl Layout {
         let attached_rw = id(WorkflowId::new("wf-attached-rw"));
         let other_workflow = id(WorkflowId::new("wf-other"));
         let step_workflow = id(WorkflowId::new("wf-steps"));
-        for w in [&workflow, &attached, &attached_rw, &other_workflow, &step_workflow] {
+        for w in [
+            &workflow,
+            &attached,
+            &attached_rw,
+            &other_workflow,
+            &step_workflow,
+        ] {
             state.add_workflow(w)?;
         }
         for c in [&chat, &other_chat, &step_chat] {
-            state.add_chat(c, &ChatSettings { mode: "auto".into() })?;
+            state.add_chat(
+                c,
+                &ChatSettings {
+                    mode: "auto".into(),
+                },
+            )?;
         }
         let outside_evidence = state.path().join("contract-evidence");
         mkdir(&outside_evidence)?;
@@ -215,12 +233,19 @@ impl Layout {
         put("other_runtime", s(&self.state.runtime(&self.other_chat)));
         put(
             "other_step_runtime",
-            s(&crate::step::runtime(&self.state, &self.step_workflow, &self.other_step)),
+            s(&crate::step::runtime(
+                &self.state,
+                &self.step_workflow,
+                &self.other_step,
+            )),
         );
         put("workflow", s(&self.state.workflow(workflow)));
         put("attached", s(&self.state.workflow(&self.attached)));
         put("attached_rw", s(&self.state.workflow(&self.attached_rw)));
-        put("other_workflow", s(&self.state.workflow(&self.other_workflow)));
+        put(
+            "other_workflow",
+            s(&self.state.workflow(&self.other_workflow)),
+        );
         put("state_root", s(self.state.path()));
         put("config_json", s(&self.state.config_json()));
         put("auth_dir", s(&self.state.auth_dir()));
@@ -231,7 +256,10 @@ impl Layout {
         put("xdg_runtime_dir", s(&self.xdg_runtime));
         put("session_bus", s(&self.xdg_runtime.join("bus")));
         put("tmux_socket", s(&self.tmux_socket()));
-        put("abstract_socket", format!("agentworks-contract-{}", self.invocation));
+        put(
+            "abstract_socket",
+            format!("agentworks-contract-{}", self.invocation),
+        );
         match fx {
             Some(fx) => {
                 put("outside_pid", fx.outside.pid.to_string());
@@ -262,6 +290,23 @@ impl Layout {
             .map(String::as_str)
     }
 
+    /// How to name a marker in a report: a product secret is never printed.
+    pub fn marker_label(&self, marker: &str) -> String {
+        match self
+            .known_markers
+            .iter()
+            .find(|(_, m)| m.as_str() == marker)
+        {
+            Some((p, _)) => format!(
+                "the secret of {} (not shown)",
+                p.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ),
+            None => marker.to_string(),
+        }
+    }
+
     /// The (device, inode) the file at `path` had when it was planted.
     pub fn planted_inode(&self, path: &Path) -> Option<(u64, u64)> {
         normalize(path).and_then(|p| self.inodes.get(&p).copied())
@@ -289,7 +334,9 @@ impl Layout {
             let (ts, as_) = r.probe.op.setup();
             let operands = [(ts, Some(r.target.as_str())), (as_, r.arg.as_deref())];
             for (setup, path) in operands {
-                let (Some(path), true) = (path, setup != Setup::None) else { continue };
+                let (Some(path), true) = (path, setup != Setup::None) else {
+                    continue;
+                };
                 let Some(p) = normalize(Path::new(path)) else {
                     return Err(ContractError::Probe(format!(
                         "{} ({}): {path:?} is not an absolute path",
@@ -319,10 +366,23 @@ impl Layout {
                 }
                 wants.insert(p, (setup, &r.probe.name));
             }
-            if matches!(r.probe.op, ProbeOp::Delete | ProbeOp::Rename)
-                && let Some(p) = normalize(Path::new(&r.target))
+            // What a probe removes, moves or makes: no other probe may rely on that path.
+            let mut changed: Vec<&str> = Vec::new();
+            if matches!(
+                r.probe.op,
+                ProbeOp::Delete | ProbeOp::Rename | ProbeOp::Create
+            ) {
+                changed.push(&r.target);
+            }
+            if as_ == Setup::Absent
+                && let Some(a) = r.arg.as_deref()
             {
-                destructive.insert(p, &r.probe.name);
+                changed.push(a);
+            }
+            for c in changed {
+                if let Some(p) = normalize(Path::new(c)) {
+                    destructive.insert(p, &r.probe.name);
+                }
             }
         }
         for (p, who) in &destructive {
@@ -330,9 +390,14 @@ impl Layout {
                 && users.iter().any(|u| u != who)
             {
                 return Err(ContractError::Probe(format!(
-                    "{who} removes or moves {}, which {} also use(s); give destructive probes their own file",
+                    "{who} removes, moves or makes {}, which {} also use(s); give such probes their own path",
                     p.display(),
-                    users.iter().filter(|u| *u != who).cloned().collect::<Vec<_>>().join(", ")
+                    users
+                        .iter()
+                        .filter(|u| *u != who)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
         }
@@ -349,12 +414,14 @@ impl Layout {
                             )));
                         }
                         Ok(_) => {
-                            fs::remove_file(&path).map_err(io_err(format!("removing {}", path.display())))?;
+                            fs::remove_file(&path)
+                                .map_err(io_err(format!("removing {}", path.display())))?;
                             self.plant_file(&path, &mut n)?;
                         }
                         Err(_) => self.plant_file(&path, &mut n)?,
                     }
-                    let m = fs::metadata(&path).map_err(io_err(format!("reading {}", path.display())))?;
+                    let m = fs::metadata(&path)
+                        .map_err(io_err(format!("reading {}", path.display())))?;
                     self.inodes.insert(path.clone(), (m.dev(), m.ino()));
                 }
                 Setup::Absent => remove(&path)?,
@@ -371,7 +438,8 @@ impl Layout {
                     };
                     let entry = path.join(&marker);
                     if fs::symlink_metadata(&entry).is_err() {
-                        fs::write(&entry, "").map_err(io_err(format!("creating {}", entry.display())))?;
+                        fs::write(&entry, "")
+                            .map_err(io_err(format!("creating {}", entry.display())))?;
                     }
                 }
                 Setup::Script => {
@@ -381,7 +449,8 @@ impl Layout {
                     if fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
                         remove(&path)?;
                     }
-                    fs::write(&path, EXEC_SCRIPT).map_err(io_err(format!("writing {}", path.display())))?;
+                    fs::write(&path, EXEC_SCRIPT)
+                        .map_err(io_err(format!("writing {}", path.display())))?;
                     fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
                         .map_err(io_err(format!("chmod {}", path.display())))?;
                 }
@@ -405,7 +474,8 @@ impl Layout {
                 m
             }
         };
-        fs::write(path, format!("{marker}\n")).map_err(io_err(format!("planting {}", path.display())))
+        fs::write(path, format!("{marker}\n"))
+            .map_err(io_err(format!("planting {}", path.display())))
     }
 
     pub fn keep(&self) -> bool {
@@ -431,7 +501,9 @@ fn mkdir_p(p: &Path) -> Result<(), ContractError> {
 
 fn remove(p: &Path) -> Result<(), ContractError> {
     match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(p).map_err(io_err(format!("removing {}", p.display()))),
+        Ok(m) if m.is_dir() => {
+            fs::remove_dir_all(p).map_err(io_err(format!("removing {}", p.display())))
+        }
         Ok(_) => fs::remove_file(p).map_err(io_err(format!("removing {}", p.display()))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(ContractError::Io(format!("{}: {e}", p.display()))),
@@ -452,11 +524,17 @@ impl<'a> Resolved<'a> {
         vars: &BTreeMap<String, String>,
         run_id: &str,
     ) -> Result<Resolved<'a>, ContractError> {
-        let err = |e: String| ContractError::Probe(format!("{} ({}): {e}", probe.name, probe.origin));
+        let err =
+            |e: String| ContractError::Probe(format!("{} ({}): {e}", probe.name, probe.origin));
         Ok(Resolved {
             probe,
             target: probe.target.expand(vars).map_err(err)?,
-            arg: probe.arg.as_ref().map(|a| a.expand(vars)).transpose().map_err(err)?,
+            arg: probe
+                .arg
+                .as_ref()
+                .map(|a| a.expand(vars))
+                .transpose()
+                .map_err(err)?,
             token: sandboxer::probe::token(run_id, &probe.name),
         })
     }
@@ -493,7 +571,8 @@ impl Listeners {
         if let Some(parent) = path.parent() {
             mkdir_p(parent)?;
         }
-        let l = UnixListener::bind(path).map_err(io_err(format!("listening on {}", path.display())))?;
+        let l =
+            UnixListener::bind(path).map_err(io_err(format!("listening on {}", path.display())))?;
         l.set_nonblocking(true)
             .map_err(io_err(format!("listening on {}", path.display())))?;
         self.paths.insert(path.to_path_buf(), l);
@@ -532,7 +611,8 @@ fn bind_abstract(name: &str) -> Result<Option<UnixListener>, ContractError> {
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
         .map_err(io_err("abstract socket name"))?;
     let l = UnixListener::bind_addr(&addr).map_err(io_err(format!("listening on @{name}")))?;
-    l.set_nonblocking(true).map_err(io_err(format!("listening on @{name}")))?;
+    l.set_nonblocking(true)
+        .map_err(io_err(format!("listening on @{name}")))?;
     Ok(Some(l))
 }
 
@@ -562,7 +642,8 @@ impl Fixtures {
 }
 
 /// A process outside the sandbox (`dispatcher contract --outside-process DIR`): it records a
-/// SIGUSR1 and being traced as files in DIR, and carries a marker in its environment.
+/// SIGUSR1 and being traced (its `TracerPid`, polled every loop, one 3 ms sleep per loop) as
+/// files in DIR, and carries a marker in its environment.
 pub struct Outside {
     pub pid: u32,
     pub marker: String,
@@ -580,9 +661,10 @@ impl Outside {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        let child = cmd
-            .spawn()
-            .map_err(io_err(format!("starting the outside process {}", dispatcher.display())))?;
+        let child = cmd.spawn().map_err(io_err(format!(
+            "starting the outside process {}",
+            dispatcher.display()
+        )))?;
         let mut o = Outside {
             pid: child.id(),
             marker: marker.to_string(),
@@ -597,7 +679,9 @@ impl Outside {
                 )));
             }
             if Instant::now() > deadline {
-                return Err(ContractError::Io("the outside process did not start in 10 s".into()));
+                return Err(ContractError::Io(
+                    "the outside process did not start in 10 s".into(),
+                ));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -691,7 +775,16 @@ impl Tmux {
         };
         let mut cmd = Command::new("tmux");
         base(&mut cmd);
-        cmd.args(["-f", "/dev/null", "new-session", "-d", "-s", "contract", "sleep", "86400"]);
+        cmd.args([
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "contract",
+            "sleep",
+            "86400",
+        ]);
         let out = match cmd.output() {
             Ok(o) => o,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -705,7 +798,9 @@ impl Tmux {
         }
         let mut q = Command::new("tmux");
         base(&mut q);
-        q.arg("-S").arg(&socket).args(["display-message", "-p", "#{pid}"]);
+        q.arg("-S")
+            .arg(&socket)
+            .args(["display-message", "-p", "#{pid}"]);
         let pid = q
             .output()
             .ok()

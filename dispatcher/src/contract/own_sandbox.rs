@@ -104,10 +104,14 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Statement>, ContractError> {
             _ => {}
         }
         if out.iter().any(|s| s.name == name) {
-            return Err(ContractError::Load(format!("{file}:{line}: cli[{i}].name: {name} twice")));
+            return Err(ContractError::Load(format!(
+                "{file}:{line}: cli[{i}].name: {name} twice"
+            )));
         }
         if c.argv.iter().any(Vec::is_empty) {
-            return Err(ContractError::Load(format!("{file}:{line}: cli[{i}].argv: an empty sequence")));
+            return Err(ContractError::Load(format!(
+                "{file}:{line}: cli[{i}].argv: an empty sequence"
+            )));
         }
         out.push(Statement {
             why: c.why.or_else(|| c.none.clone()).unwrap_or_default(),
@@ -137,12 +141,12 @@ pub fn check_static(s: &Statement, launch: &Launch) -> Result<String, String> {
     }
     let argv = &launch.cli_argv[1..];
     let mut held = Vec::new();
-    for seq in &s.argv {
-        let seq: Vec<String> = seq.iter().map(|w| expand(w, launch)).collect();
+    for raw in &s.argv {
+        let seq: Vec<String> = raw.iter().map(|w| expand(w, launch)).collect();
         if !argv.windows(seq.len()).any(|w| w == seq.as_slice()) {
             return Err(format!("the argv lacks `{}`", seq.join(" ")));
         }
-        held.push(format!("argv has `{}`", seq.join(" ")));
+        held.push(format!("argv has `{}`", raw.join(" ")));
     }
     for w in &s.argv_lacks {
         if argv.iter().any(|a| a == w) {
@@ -172,17 +176,13 @@ pub fn check_static(s: &Statement, launch: &Launch) -> Result<String, String> {
             serde_json::from_str(&content).map_err(|e| format!("{path}: not JSON: {e}"))?;
         match v.pointer(&j.pointer) {
             Some(got) if *got == j.equals => {
-                held.push(format!("{}#{} = {}", short_name(&path), j.pointer, j.equals))
+                held.push(format!("{}#{} = {}", j.file, j.pointer, j.equals))
             }
             Some(got) => return Err(format!("{path}#{} is {got}, not {}", j.pointer, j.equals)),
             None => return Err(format!("{path} has no {}", j.pointer)),
         }
     }
     Ok(held.join("; "))
-}
-
-fn short_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 #[cfg(test)]
@@ -193,7 +193,11 @@ mod tests {
     fn the_embedded_statements_load_and_cover_every_adapter() {
         let st = load(OWN_SANDBOX_TOML, "own-sandbox.toml").unwrap();
         for a in crate::adapter::load_all(None).unwrap() {
-            assert!(st.iter().any(|s| s.name == a.name), "{} has no statement", a.name);
+            assert!(
+                st.iter().any(|s| s.name == a.name),
+                "{} has no statement",
+                a.name
+            );
         }
     }
 
@@ -201,8 +205,11 @@ mod tests {
     fn bad_statements_name_the_line() {
         let e = load("version = 1\n[[cli]]\nname = \"x\"\n", "o.toml").unwrap_err();
         assert!(e.to_string().contains("o.toml:3: cli[0]"), "{e}");
-        let e = load("version = 1\n[[cli]]\nname = \"x\"\nnone = \"n\"\nargv_lacks = [\"-s\"]\n", "o.toml")
-            .unwrap_err();
+        let e = load(
+            "version = 1\n[[cli]]\nname = \"x\"\nnone = \"n\"\nargv_lacks = [\"-s\"]\n",
+            "o.toml",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("cli[0].none"), "{e}");
         let e = load("version = 1\n[[cli]]\nname = \"x\"\ncolour = 1\n", "o.toml").unwrap_err();
         assert!(e.to_string().contains("o.toml:4"), "{e}");

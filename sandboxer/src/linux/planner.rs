@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::linux::plan::{
     Absent, Facts, FsRight, Gap, LandlockPlan, LandlockRule, MountStep, Plan, Shape,
 };
-use crate::paths::{normalize, strictly_within, within};
+use crate::paths::{normalize, same, strictly_within, within};
 use crate::policy::{Access, Base, Enforce, Op, Policy, Reason, Verdict};
 use crate::target::Target;
 
@@ -481,6 +481,36 @@ impl Rights {
     }
 }
 
+// ---- operations as a small set ---------------------------------------------------------------
+
+/// A set of operations, one bit per [`Op`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Ops(u8);
+
+impl Ops {
+    const NONE: Ops = Ops(0);
+    const ALL: Ops = Ops(u8::MAX);
+
+    fn bit(op: Op) -> u8 {
+        1 << match op {
+            Op::Read => 0,
+            Op::List => 1,
+            Op::Write => 2,
+            Op::Create => 3,
+            Op::Delete => 4,
+            Op::Rename => 5,
+            Op::Exec => 6,
+            Op::ConnectUnix => 7,
+        }
+    }
+    fn has(self, op: Op) -> bool {
+        self.0 & Ops::bit(op) != 0
+    }
+    fn with(self, op: Op) -> Ops {
+        Ops(self.0 | Ops::bit(op))
+    }
+}
+
 // ---- the planner -----------------------------------------------------------------------------
 
 struct Planner<'a> {
@@ -496,23 +526,28 @@ struct Planner<'a> {
     /// and paths this process cannot create (see `absent-out-of-reach`).
     dont_care: Vec<PathBuf>,
     handled: Rights,
+    /// The children of each folder on the way to a point (see [`Children`]).
+    children: Children,
+    /// What Landlock must allow at each path asked about (see [`Planner::targets`]).
+    targets: HashMap<PathBuf, Ops>,
     memo: HashMap<PathBuf, (Rights, Rights, Rights)>,
     rules: Vec<LandlockRule>,
     /// Indices of rules put on an entry beside a rule path (hole punching).
     sibling_rules: BTreeSet<usize>,
     narrowed: Vec<PathBuf>,
-    t: std::time::Instant,
 }
 
 impl<'a> Planner<'a> {
     fn new(policy: &'a Policy, facts: &'a Facts, shape: Shape, fs: &'a dyn FsView) -> Self {
         let abi = facts.landlock_abi.min(MAX_KNOWN_ABI);
+        let points = policy_points(policy);
         Planner {
             policy,
             facts,
             shape,
             fs,
-            points: policy_points(policy),
+            children: Children::of(&points),
+            points,
             mounts: Vec::new(),
             absent: BTreeMap::new(),
             dont_care: Vec::new(),
@@ -521,11 +556,11 @@ impl<'a> Planner<'a> {
             } else {
                 Rights::of(&FsRight::known_at(abi))
             },
+            targets: HashMap::new(),
             memo: HashMap::new(),
             rules: Vec::new(),
             sibling_rules: BTreeSet::new(),
             narrowed: Vec::new(),
-            t: std::time::Instant::now(),
         }
     }
 
@@ -556,7 +591,6 @@ impl<'a> Planner<'a> {
             absent: self.absent.values().cloned().collect(),
             gaps: Vec::new(),
         };
-        if std::env::var_os("SBX_TIMING").is_some() { eprintln!("PLANNED {:?}", self.t.elapsed()); }
         let gaps = analyze(&plan, self.policy, &self.sibling_rules, self.fs)?;
         Ok(Plan { gaps, ..plan })
     }
@@ -595,7 +629,7 @@ impl<'a> Planner<'a> {
         self.policy
             .protected
             .iter()
-            .any(|r| r.path == path && r.origin.file == WAYS_OUT_ORIGIN)
+            .any(|r| same(&r.path, path) && r.origin.file == WAYS_OUT_ORIGIN)
     }
 
     /// Records a rule path missing at plan time, and whether Landlock must still keep it
@@ -623,7 +657,7 @@ impl<'a> Planner<'a> {
     /// Every rule path missing now that got no placeholder is absent.
     fn note_remaining_absent(&mut self) -> Result<(), PlanError> {
         for p in self.points.clone() {
-            let placeholder = self.mounts.iter().any(|m| m.path() == p);
+            let placeholder = self.mounts.iter().any(|m| same(m.path(), &p));
             if !placeholder && self.kind(&p)?.is_none() {
                 self.note_absent(&p)?;
             }
@@ -783,59 +817,85 @@ impl<'a> Planner<'a> {
 
     // ---- Landlock: what every path beneath a folder may have ----------------------------
 
-    /// Whether Landlock must allow `op` at `q`: the policy allows it, or another layer
-    /// already stops it (a mask), or it is outside Landlock's job (an absent ways-out entry,
-    /// an absent path this process cannot create; moving an ancestor of a rule path, which
-    /// masks and Landlock follow by inode).
-    fn target(&self, op: Op, q: &Path) -> bool {
-        if self.shape == Shape::Masks && !masks_decide(&self.mounts, op, q).0 {
-            return true;
+    /// The operations Landlock must allow at `q`: those the policy allows, or that another
+    /// layer already stops (a mask), or that are outside Landlock's job (an absent ways-out
+    /// entry, an absent path this process cannot create; moving an ancestor of a rule path,
+    /// which masks and Landlock follow by inode). Asked for a few paths many times over, so
+    /// remembered.
+    fn targets(&mut self, q: &Path) -> Ops {
+        if let Some(t) = self.targets.get(q) {
+            return *t;
         }
+        let t = self.compute_targets(q);
+        self.targets.insert(q.to_path_buf(), t);
+        t
+    }
+
+    fn compute_targets(&self, q: &Path) -> Ops {
         if self.dont_care.iter().any(|w| within(q, w)) {
-            return true;
+            return Ops::ALL;
         }
-        let d = self.policy.decide(op, q);
-        match d.reason {
-            Reason::Ancestor { .. } => self.policy.decide(Op::Write, q).allowed(),
-            _ => d.allowed(),
+        let mask = match self.shape {
+            Shape::Masks => governing(&self.mounts, q),
+            Shape::LandlockOnly => None,
+        };
+        let mut write_allowed: Option<bool> = None;
+        let mut out = Ops::NONE;
+        for op in Op::ALL {
+            if mask.is_some() && !mask_verdict(mask, op, q).0 {
+                out = out.with(op);
+                continue;
+            }
+            let d = self.policy.decide(op, q);
+            let ok = match d.reason {
+                Reason::Ancestor { .. } => *write_allowed
+                    .get_or_insert_with(|| self.policy.decide(Op::Write, q).allowed()),
+                _ => d.allowed(),
+            };
+            if ok {
+                out = out.with(op);
+            }
         }
+        out
     }
 
     /// Rights `q` needs as an object (read, list, write, exec, connect).
-    fn file_ok(&self, q: &Path) -> Rights {
+    fn file_ok(&mut self, q: &Path) -> Rights {
+        let t = self.targets(q);
         let mut r = Rights::NONE;
-        if self.target(Op::Read, q) {
+        if t.has(Op::Read) {
             r = r.with(FsRight::ReadFile);
         }
-        if self.target(Op::List, q) {
+        if t.has(Op::List) {
             r = r.with(FsRight::ReadDir);
         }
-        if self.target(Op::Write, q) {
+        if t.has(Op::Write) {
             r = r
                 .with(FsRight::WriteFile)
                 .with(FsRight::Truncate)
                 .with(FsRight::IoctlDev);
         }
-        if self.target(Op::Exec, q) {
+        if t.has(Op::Exec) {
             r = r.with(FsRight::Execute);
         }
-        if self.target(Op::ConnectUnix, q) {
+        if t.has(Op::ConnectUnix) {
             r = r.with(FsRight::ResolveUnix);
         }
         r.inter(self.handled)
     }
 
     /// Rights the folder holding `q` needs for `q` as an entry (create, delete, rename).
-    fn entry_ok(&self, q: &Path) -> Rights {
+    fn entry_ok(&mut self, q: &Path) -> Rights {
+        let t = self.targets(q);
         let mut r = Rights::NONE;
-        let create = self.target(Op::Create, q);
+        let create = t.has(Op::Create);
         if create {
             r = r.union(Rights::of(&FsRight::MAKE));
         }
-        if self.target(Op::Delete, q) {
+        if t.has(Op::Delete) {
             r = r.union(Rights::of(&FsRight::REMOVE));
         }
-        if create && self.target(Op::Rename, q) {
+        if create && t.has(Op::Rename) {
             r = r.with(FsRight::Refer);
         }
         r.inter(self.handled)
@@ -847,10 +907,10 @@ impl<'a> Planner<'a> {
         if let Some(s) = self.memo.get(n) {
             return *s;
         }
-        let generic = fresh_child(&self.points, n);
+        let generic = self.children.fresh_child(n);
         let mut a = self.file_ok(n).inter(self.file_ok(&generic));
         let mut bs = self.entry_ok(&generic);
-        for c in rule_children(&self.points, n) {
+        for c in self.children.of_folder(n).clone() {
             let (ac, bc, _) = self.sums(&c);
             a = a.inter(ac);
             bs = bs.inter(bc);
@@ -878,11 +938,11 @@ impl<'a> Planner<'a> {
             });
         }
         let eff = inherited.union(sound);
-        let kids = rule_children(&self.points, n);
+        let kids = self.children.of_folder(n).clone();
         if kids.is_empty() || !is_dir {
             return Ok(());
         }
-        let generic = fresh_child(&self.points, n);
+        let generic = self.children.fresh_child(n);
         let need = self
             .file_ok(&generic)
             .union(self.entry_ok(&generic))
@@ -1002,14 +1062,14 @@ impl<'a> Planner<'a> {
 /// Whether a rule that closes things (protected, refused, launcher) is attached at `path`,
 /// as opposed to one that opens (grants, closed-base folders).
 fn closes(p: &Policy, path: &Path) -> bool {
-    p.protected.iter().any(|r| r.path == path)
-        || p.refuse.iter().any(|r| r.path == path)
+    p.protected.iter().any(|r| same(&r.path, path))
+        || p.refuse.iter().any(|r| same(&r.path, path))
         || (p.launchers.block
             && p.launchers
                 .exec
                 .iter()
                 .chain(&p.launchers.read)
-                .any(|l| l.path == path))
+                .any(|l| same(&l.path, path)))
 }
 
 /// Every path a policy rule is attached to.
@@ -1036,31 +1096,56 @@ fn policy_points(p: &Policy) -> BTreeSet<PathBuf> {
     out
 }
 
-/// The children of `n` on the way to points strictly beneath it.
-fn rule_children(points: &BTreeSet<PathBuf>, n: &Path) -> BTreeSet<PathBuf> {
-    points
-        .iter()
-        .filter(|x| strictly_within(x, n))
-        .filter_map(|x| {
-            let first = x.strip_prefix(n).ok()?.components().next()?;
-            Some(n.join(first))
-        })
-        .collect()
+/// For every folder on the way to a set of points, its children on the way to points
+/// strictly beneath it: built once, so that asking costs a lookup instead of a scan of every
+/// point. (A point's ancestors are its lexical parents: points are normal paths.)
+#[derive(Debug, Default)]
+struct Children {
+    of: HashMap<PathBuf, BTreeSet<PathBuf>>,
+    none: BTreeSet<PathBuf>,
 }
 
-/// A child of `n` that no point names: it stands for every such child.
-fn fresh_child(points: &BTreeSet<PathBuf>, n: &Path) -> PathBuf {
-    let taken = rule_children(points, n);
-    (0..)
-        .map(|i| {
-            let mut name = OsString::from("sbx-generic");
-            if i > 0 {
-                name.push(i.to_string());
+impl Children {
+    fn of<'p>(points: impl IntoIterator<Item = &'p PathBuf>) -> Children {
+        let mut of: HashMap<PathBuf, BTreeSet<PathBuf>> = HashMap::new();
+        for x in points {
+            let mut child = x.as_path();
+            for folder in x.ancestors().skip(1) {
+                if !of
+                    .entry(folder.to_path_buf())
+                    .or_default()
+                    .insert(child.to_path_buf())
+                {
+                    break; // the rest of the way is known from another point
+                }
+                child = folder;
             }
-            n.join(name)
-        })
-        .find(|c| !taken.contains(c))
-        .expect("an unused name exists")
+        }
+        Children {
+            of,
+            none: BTreeSet::new(),
+        }
+    }
+
+    /// The children of `n` on the way to points strictly beneath it.
+    fn of_folder(&self, n: &Path) -> &BTreeSet<PathBuf> {
+        self.of.get(n).unwrap_or(&self.none)
+    }
+
+    /// A child of `n` that no point names: it stands for every such child.
+    fn fresh_child(&self, n: &Path) -> PathBuf {
+        let taken = self.of_folder(n);
+        (0..)
+            .map(|i| {
+                let mut name = OsString::from("sbx-generic");
+                if i > 0 {
+                    name.push(i.to_string());
+                }
+                n.join(name)
+            })
+            .find(|c| !taken.contains(c))
+            .expect("an unused name exists")
+    }
 }
 
 // ---- the plan's own model --------------------------------------------------------------------
@@ -1192,9 +1277,14 @@ fn governing<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize, &'m MountS
         .max_by_key(|(i, m)| (m.path().components().count(), *i))
 }
 
-/// The masks' verdict: (allowed, the step that decided).
-fn masks_decide(mounts: &[MountStep], op: Op, q: &Path) -> (bool, Option<(usize, MountEffect)>) {
-    let Some((i, step)) = governing(mounts, q) else {
+/// The masks' verdict for `op` at `q`, given the step that governs `q` (see [`governing`]):
+/// (allowed, the step that decided).
+fn mask_verdict(
+    governing: Option<(usize, &MountStep)>,
+    op: Op,
+    q: &Path,
+) -> (bool, Option<(usize, MountEffect)>) {
+    let Some((i, step)) = governing else {
         return (true, None);
     };
     let moves = matches!(op, Op::Create | Op::Delete | Op::Rename);
@@ -1222,6 +1312,26 @@ impl Plan {
     /// `remove-*` right on the parent, rename `remove-*` and (`make-*` or `refer`) on the
     /// parent, exec `execute`, connect-unix `resolve-unix` (not restricted below ABI 9).
     pub fn decide(&self, op: Op, path: &Path) -> PlanDecision {
+        let Some(q) = normalize(path) else {
+            return PlanDecision {
+                verdict: Verdict::Deny,
+                by: Decider::NotAbsolute,
+            };
+        };
+        self.decide_at(op, &mut Sight::new(self, &q))
+    }
+
+    /// [`Plan::decide`] for every operation in [`Op::ALL`] at once (in that order): the masks
+    /// and rules that bear on the path are looked up once.
+    fn decide_all(&self, q: &Path) -> Vec<PlanDecision> {
+        let mut sight = Sight::new(self, q);
+        Op::ALL
+            .into_iter()
+            .map(|op| self.decide_at(op, &mut sight))
+            .collect()
+    }
+
+    fn decide_at<'p>(&'p self, op: Op, sight: &mut Sight<'p, '_>) -> PlanDecision {
         let deny = |by| PlanDecision {
             verdict: Verdict::Deny,
             by,
@@ -1230,14 +1340,12 @@ impl Plan {
             verdict: Verdict::Allow,
             by,
         };
-        let Some(q) = normalize(path) else {
-            return deny(Decider::NotAbsolute);
-        };
+        let q = sight.q;
         let moves = matches!(op, Op::Create | Op::Delete | Op::Rename);
         if moves && q == Path::new("/") {
             return deny(Decider::Root);
         }
-        let (ok, step) = masks_decide(&self.mounts, op, &q);
+        let (ok, step) = mask_verdict(sight.governing, op, q);
         if !ok {
             let (index, effect) = step.expect("a denying mask names its step");
             return deny(Decider::Mount {
@@ -1250,9 +1358,7 @@ impl Plan {
         if ll.abi == 0 {
             return allow(Decider::Unconfined);
         }
-        let parent = q.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let at = if moves { parent } else { q };
-        let place = self.rights_at(&at);
+        let (at, place) = sight.place(self, moves);
         let first = |rights: &[FsRight]| rights.iter().copied().find(|r| place.has(*r));
         let found = match op {
             Op::Read => first(&[FsRight::ReadFile]),
@@ -1296,7 +1402,10 @@ impl Plan {
             .filter(|r| ll.handled.contains(r))
             .collect();
         rights.sort();
-        deny(Decider::NoRule { at, rights })
+        deny(Decider::NoRule {
+            at: at.to_path_buf(),
+            rights,
+        })
     }
 
     /// The Landlock rights at `at`: those no rule is needed for (the ruleset does not handle
@@ -1321,6 +1430,37 @@ impl Plan {
             place.granted = place.granted.union(Rights::of(&rule.rights));
         }
         place
+    }
+}
+
+/// What bears on one (normal) path in a plan: the mount step that governs it, and Landlock's
+/// view of it and of its folder, each looked up when first needed.
+struct Sight<'p, 'q> {
+    q: &'q Path,
+    governing: Option<(usize, &'p MountStep)>,
+    here: Option<Place<'p>>,
+    parent: Option<Place<'p>>,
+}
+
+impl<'p, 'q> Sight<'p, 'q> {
+    fn new(plan: &'p Plan, q: &'q Path) -> Sight<'p, 'q> {
+        Sight {
+            q,
+            governing: governing(&plan.mounts, q),
+            here: None,
+            parent: None,
+        }
+    }
+
+    /// Where Landlock decides (the path, or its folder for an operation that moves an entry)
+    /// and its rights there.
+    fn place(&mut self, plan: &'p Plan, moves: bool) -> (&'q Path, &Place<'p>) {
+        if moves {
+            let at = self.q.parent().unwrap_or(Path::new("/"));
+            (at, self.parent.get_or_insert_with(|| plan.rights_at(at)))
+        } else {
+            (self.q, self.here.get_or_insert_with(|| plan.rights_at(self.q)))
+        }
     }
 }
 
@@ -1543,8 +1683,25 @@ impl GapKind {
 /// The gap that explains why the plan and the policy disagree on `op` at `path`, or `None`
 /// when they agree.
 pub fn classify(plan: &Plan, policy: &Policy, op: Op, path: &Path) -> Option<GapKind> {
-    let pd = plan.decide(op, path);
-    let qd = policy.decide(op, path);
+    classify_decided(
+        plan,
+        policy,
+        op,
+        path,
+        &plan.decide(op, path),
+        &policy.decide(op, path),
+    )
+}
+
+/// [`classify`], given what the plan (`pd`) and the policy (`qd`) decide for `op` at `path`.
+fn classify_decided(
+    plan: &Plan,
+    policy: &Policy,
+    op: Op,
+    path: &Path,
+    pd: &PlanDecision,
+    qd: &crate::policy::Decision,
+) -> Option<GapKind> {
     if pd.verdict == qd.verdict {
         return None;
     }
@@ -1594,12 +1751,12 @@ pub fn classify(plan: &Plan, policy: &Policy, op: Op, path: &Path) -> Option<Gap
         } => Some(GapKind::FixedEntries),
         Decider::NoRule { at, .. } => {
             let ll = &plan.landlock;
-            let narrowed = |p: &Path| ll.narrowed.iter().any(|n| n == p);
+            let narrowed = |p: &Path| ll.narrowed.iter().any(|n| same(n, p));
             let moves = matches!(op, Op::Create | Op::Delete | Op::Rename);
             let parent = q.parent().unwrap_or(Path::new("/"));
             let rule_path = |p: &Path| {
-                ll.rules.iter().any(|r| r.path == p)
-                    || plan.mounts.iter().any(|m| m.path() == p)
+                ll.rules.iter().any(|r| same(&r.path, p))
+                    || plan.mounts.iter().any(|m| same(m.path(), p))
                     || narrowed(p)
             };
             if op == Op::List && narrowed(&q) {
@@ -1665,10 +1822,11 @@ fn analyze(
     }
     // Each point and ancestor, and beside each a stand-in child and grandchild: the child for
     // operations on an entry of the folder, the grandchild for operations inside a new entry.
+    let children = Children::of(&points);
     let mut reps: BTreeSet<PathBuf> = BTreeSet::new();
     let add_generic = |reps: &mut BTreeSet<PathBuf>, folder: &Path| {
-        let child = fresh_child(&points, folder);
-        reps.insert(fresh_child(&points, &child));
+        let child = children.fresh_child(folder);
+        reps.insert(children.fresh_child(&child));
         reps.insert(child);
     };
     for x in &points {
@@ -1685,17 +1843,17 @@ fn analyze(
         add_generic(&mut reps, x);
     }
 
-    let t = std::time::Instant::now();
     let mut found: BTreeMap<GapKind, BTreeSet<PathBuf>> = BTreeMap::new();
     for q in &reps {
-        for op in Op::ALL {
-            if let Some(kind) = classify(plan, policy, op, q) {
+        let plan_says = plan.decide_all(q);
+        for (op, pd) in Op::ALL.into_iter().zip(&plan_says) {
+            let qd = policy.decide(op, q);
+            if let Some(kind) = classify_decided(plan, policy, op, q, pd, &qd) {
                 found.entry(kind).or_default().insert(q.clone());
             }
         }
     }
 
-    if std::env::var_os("SBX_TIMING").is_some() { eprintln!("ANALYZE points {} reps {} classify {:?}", points.len(), reps.len(), t.elapsed()); }
     let abi = plan.landlock.abi;
     if abi < 6 {
         found.entry(GapKind::AbstractUnixSockets).or_default();
@@ -1809,5 +1967,15 @@ mod tests {
             assert_eq!(Rights::index(r), i, "{r}");
         }
         assert_eq!(Rights::of(&FsRight::ALL).to_vec(), FsRight::ALL.to_vec());
+    }
+
+    #[test]
+    fn ops_have_a_bit_each() {
+        let all = Op::ALL.into_iter().fold(Ops::NONE, Ops::with);
+        assert_eq!(all, Ops::ALL);
+        for op in Op::ALL {
+            assert!(Ops::NONE.with(op).has(op));
+            assert_eq!(Ops::NONE.with(op).0.count_ones(), 1, "{op}");
+        }
     }
 }

@@ -71,12 +71,14 @@ impl LauncherSet {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
     fn embedded_list_parses_for_both_targets() {
         let mac = LauncherSet::embedded(Target::Macos);
-        assert!(mac.exec.iter().any(|l| l.path == PathBuf::from("/usr/bin/open")));
+        assert!(mac.exec.iter().any(|l| l.path == Path::new("/usr/bin/open")));
         assert!(
             mac.mach_services
                 .iter()

@@ -86,7 +86,13 @@ fn ask(profile: &Profile, op: ProbeOp, check: SbplCheck) -> Result<CheckAnswer, 
     let (label, e) = match check {
         SbplCheck::Path(sbpl_op, p) => {
             let p = macos_path(&p).map_err(|e| format!("{op}: {e}"))?;
-            let e = profile.evaluate(sbpl_op, &Query::Path { path: &p, vnode: None });
+            let e = profile.evaluate(
+                sbpl_op,
+                &Query::Path {
+                    path: &p,
+                    vnode: None,
+                },
+            );
             (format!("{sbpl_op} {}", p.display()), e)
         }
         SbplCheck::UnixSocket(p) => {
@@ -108,7 +114,11 @@ fn ask(profile: &Profile, op: ProbeOp, check: SbplCheck) -> Result<CheckAnswer, 
         }
     };
     let rule = match &e.rule {
-        Some(r) => format!("line {}: {}", r.line, r.text),
+        Some(r) => format!(
+            "line {}: {}",
+            r.line,
+            r.text.lines().next().unwrap_or_default().trim()
+        ),
         None => e.why.clone(),
     };
     Ok(CheckAnswer {
@@ -123,7 +133,7 @@ mod tests {
     use super::*;
     use crate::policy::ResolveOptions;
     use crate::probe::queries::load;
-    use crate::{Policy, seatbelt, sbpl};
+    use crate::{Policy, sbpl, seatbelt};
 
     fn profile(policy: &str) -> Profile {
         let opts = ResolveOptions::new(Target::Macos, "/Users/ada".into(), false).unwrap();
@@ -135,7 +145,10 @@ mod tests {
 
     #[test]
     fn paths_take_macos_aliases_and_fold_dots() {
-        assert_eq!(macos_path("/tmp/a/../b").unwrap(), Path::new("/private/tmp/b"));
+        assert_eq!(
+            macos_path("/tmp/a/../b").unwrap(),
+            Path::new("/private/tmp/b")
+        );
         assert!(macos_path("rel").is_err());
     }
 
@@ -165,17 +178,30 @@ macos = { expect = \"deny\", why = \"w\" }
             &|v| v == "rt",
         )
         .unwrap();
-        let vars: BTreeMap<String, String> = [("rt".to_string(), "/tmp/state/rt".to_string())].into();
+        let vars: BTreeMap<String, String> =
+            [("rt".to_string(), "/tmp/state/rt".to_string())].into();
         let e = evaluate(&prof, &ps[0], &vars).unwrap();
         assert_eq!(e.outcome, Outcome::Deny, "{e:?}");
-        assert_eq!(e.checks[0].check, "file-read-data /private/tmp/state/other/x");
-        assert_eq!(evaluate(&prof, &ps[1], &vars).unwrap().outcome, Outcome::Allow);
+        assert_eq!(
+            e.checks[0].check,
+            "file-read-data /private/tmp/state/other/x"
+        );
+        assert_eq!(
+            evaluate(&prof, &ps[1], &vars).unwrap().outcome,
+            Outcome::Allow
+        );
         let copy = evaluate(&prof, &ps[2], &vars).unwrap();
         assert_eq!(copy.outcome, Outcome::Deny, "{copy:?}");
         // Copying and running the copy are allowed; what refuses it is LaunchServices.
         assert_eq!(copy.checks[1].outcome, Outcome::Allow, "{copy:?}");
-        assert!(copy.deciding().unwrap().check.contains("lsopen"), "{copy:?}");
+        assert!(
+            copy.deciding().unwrap().check.contains("lsopen"),
+            "{copy:?}"
+        );
         let unblocked = profile(&format!("{POLICY}[launchers]\nblock = false\n"));
-        assert_eq!(evaluate(&unblocked, &ps[2], &vars).unwrap().outcome, Outcome::Allow);
+        assert_eq!(
+            evaluate(&unblocked, &ps[2], &vars).unwrap().outcome,
+            Outcome::Allow
+        );
     }
 }

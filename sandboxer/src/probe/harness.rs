@@ -24,8 +24,6 @@ const OUTPUT_LIMIT: usize = 64 << 10;
 const LIST_LIMIT: usize = 4096;
 /// How long a program a probe runs (exec, tmux) may take.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a ptrace probe holds its tracee, so the outside process can see it.
-const PTRACE_HOLD: Duration = Duration::from_millis(300);
 
 /// The token a probe writes, sends or injects: unique per run and probe, so evidence from
 /// another run or probe is never mistaken for this one's.
@@ -96,10 +94,7 @@ pub struct HarnessReport {
 /// Runs every probe with an expectation for this OS, in order, and reports.
 pub fn run(probes: &[Probe], vars: &VarsFile) -> HarnessReport {
     let host = Target::host();
-    let results = probes
-        .iter()
-        .map(|p| run_one(p, vars, host))
-        .collect();
+    let results = probes.iter().map(|p| run_one(p, vars, host)).collect();
     HarnessReport {
         version: 1,
         platform: host.map_or("unknown", |t| t.as_str()).to_string(),
@@ -156,7 +151,11 @@ fn run_one(p: &Probe, vars: &VarsFile, host: Option<Target>) -> ProbeOutcome {
         o.error = Some(format!(
             "{} is not run live on {host}: decided by evaluating the profile{}",
             p.op,
-            if host == Target::Macos { " (live: scripts/mac-selftest.sh)" } else { "" }
+            if host == Target::Macos {
+                " (live: scripts/mac-selftest.sh)"
+            } else {
+                ""
+            }
         ));
         return o;
     }
@@ -200,7 +199,10 @@ fn act(op: ProbeOp, target: &str, arg: &str, token: &str, o: &mut ProbeOutcome) 
         ProbeOp::Read => read_into(Path::new(target), o),
         ProbeOp::ProcRoot => {
             let pid = pid(target)?;
-            read_into(&Path::new(&format!("/proc/{pid}/root")).join(arg.trim_start_matches('/')), o)
+            read_into(
+                &Path::new(&format!("/proc/{pid}/root")).join(arg.trim_start_matches('/')),
+                o,
+            )
         }
         ProbeOp::ProcEnviron => {
             let pid = pid(target)?;
@@ -233,7 +235,10 @@ fn act(op: ProbeOp, target: &str, arg: &str, token: &str, o: &mut ProbeOutcome) 
             if let Some(parent) = Path::new(target).parent() {
                 fs::create_dir_all(parent)?;
             }
-            let mut f = OpenOptions::new().write(true).create_new(true).open(target)?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(target)?;
             let line = format!("{token}\n");
             f.write_all(line.as_bytes())?;
             o.bytes = Some(line.len() as u64);
@@ -249,8 +254,11 @@ fn act(op: ProbeOp, target: &str, arg: &str, token: &str, o: &mut ProbeOutcome) 
         }
         ProbeOp::TmuxCommand => {
             let mut cmd = Command::new("tmux");
-            cmd.args(["-S", target, "run-shell"])
-                .arg(format!("printf %s {} > {}", shell_quote(token), shell_quote(arg)));
+            cmd.args(["-S", target, "run-shell"]).arg(format!(
+                "printf %s {} > {}",
+                shell_quote(token),
+                shell_quote(arg)
+            ));
             run_child(cmd, o)
         }
         ProbeOp::ConnectUnix => {
@@ -266,7 +274,7 @@ fn act(op: ProbeOp, target: &str, arg: &str, token: &str, o: &mut ProbeOutcome) 
             }
             Ok(())
         }
-        ProbeOp::Ptrace => ptrace_hold(pid(target)?),
+        ProbeOp::Ptrace => ptrace_hold(pid(target)?, o),
         ProbeOp::Tiocsti => tiocsti(target, token),
         ProbeOp::MachLookup | ProbeOp::AppleEvent | ProbeOp::Lsopen | ProbeOp::OpenCopy => {
             Err(io::Error::new(io::ErrorKind::Unsupported, "evaluated only"))
@@ -279,12 +287,19 @@ fn pid(target: &str) -> io::Result<libc::pid_t> {
         .parse::<libc::pid_t>()
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{target:?} is not a pid")))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{target:?} is not a pid"),
+            )
+        })
 }
 
 fn read_into(path: &Path, o: &mut ProbeOutcome) -> io::Result<()> {
     let mut buf = Vec::new();
-    fs::File::open(path)?.take(READ_LIMIT).read_to_end(&mut buf)?;
+    fs::File::open(path)?
+        .take(READ_LIMIT)
+        .read_to_end(&mut buf)?;
     o.bytes = Some(buf.len() as u64);
     buf.truncate(OUTPUT_LIMIT);
     // /proc/PID/environ separates entries with NUL.
@@ -313,12 +328,17 @@ fn connect_abstract(name: &str, token: &str, o: &mut ProbeOutcome) -> io::Result
 
 #[cfg(not(target_os = "linux"))]
 fn connect_abstract(_: &str, _: &str, _: &mut ProbeOutcome) -> io::Result<()> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "abstract sockets are Linux's"))
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "abstract sockets are Linux's",
+    ))
 }
 
 /// Runs a program a probe names, with a timeout; success is exit status 0.
 fn run_child(mut cmd: Command, o: &mut ProbeOutcome) -> io::Result<()> {
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn()?;
     let deadline = Instant::now() + CHILD_TIMEOUT;
     let status = loop {
@@ -329,7 +349,10 @@ fn run_child(mut cmd: Command, o: &mut ProbeOutcome) -> io::Result<()> {
             // The child is ours: stop it by its own pid.
             let _ = child.kill();
             let _ = child.wait();
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "the program did not finish in 10 s"));
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the program did not finish in 10 s",
+            ));
         }
         std::thread::sleep(Duration::from_millis(2));
     };
@@ -352,49 +375,97 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// How long a ptrace probe holds its tracee at most, waiting for it to run while traced.
 #[cfg(target_os = "linux")]
-fn ptrace_hold(pid: libc::pid_t) -> io::Result<()> {
-    // The seize happens in a child that holds the tracee and then exits, which detaches it:
-    // the harness itself never stays a tracer. The child only makes async-signal-safe calls.
-    // SAFETY: the harness is single-threaded; the child calls ptrace, nanosleep and _exit.
+const PTRACE_HOLD_MAX: Duration = Duration::from_secs(2);
+
+/// A process's voluntary context switches (it sleeps once per loop of the outside process).
+#[cfg(target_os = "linux")]
+fn voluntary_switches(pid: libc::pid_t) -> Option<u64> {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(target_os = "linux")]
+fn ptrace_hold(pid: libc::pid_t, o: &mut ProbeOutcome) -> io::Result<()> {
+    let started = Instant::now();
+    let before = voluntary_switches(pid);
+    // In a child, so the harness itself never stays a tracer: seize the target (it keeps
+    // running) and hold it until it has gone through two of its sleeps while traced — so an
+    // outside process polling its own TracerPid has seen it, however loaded the machine —
+    // or at most 2 s; the child's exit detaches it. The harness is single-threaded, so the
+    // child may allocate.
+    // SAFETY: fork in a single-threaded process.
     let child = unsafe { libc::fork() };
     if child < 0 {
         return Err(io::Error::last_os_error());
     }
     if child == 0 {
-        // SAFETY: as above; errno is read right after the failing call.
+        let none = std::ptr::null_mut::<libc::c_void>();
+        // SAFETY: plain system calls; errno read right after the failing one.
         unsafe {
-            let r = libc::ptrace(libc::PTRACE_SEIZE, pid, 0, 0);
-            if r != 0 {
-                let e = *libc::__errno_location();
-                libc::_exit(e.clamp(1, 120));
+            if libc::ptrace(libc::PTRACE_SEIZE, pid, none, none) != 0 {
+                libc::_exit((*libc::__errno_location()).clamp(1, 120));
             }
-            let hold = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: PTRACE_HOLD.as_nanos() as libc::c_long,
-            };
-            libc::nanosleep(&hold, std::ptr::null_mut());
-            libc::_exit(0);
         }
+        let start = Instant::now();
+        let before = voluntary_switches(pid);
+        while start.elapsed() < PTRACE_HOLD_MAX {
+            std::thread::sleep(Duration::from_millis(2));
+            // A signal arriving while traced stops the tracee until its tracer lets it go
+            // on: pass it through, so the target keeps running as it would.
+            let mut st = 0;
+            // SAFETY: waiting for our tracee without blocking.
+            if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG | libc::__WALL) } == pid
+                && libc::WIFSTOPPED(st)
+            {
+                let sig = libc::WSTOPSIG(st) as usize as *mut libc::c_void;
+                // SAFETY: restarting our tracee with the signal it stopped for.
+                unsafe { libc::ptrace(libc::PTRACE_CONT, pid, none, sig) };
+            }
+            match (before, voluntary_switches(pid)) {
+                (Some(b), Some(now)) if now >= b + 2 => break,
+                (None, _) | (_, None) => break,
+                _ => {}
+            }
+        }
+        // SAFETY: ends the child; the tracee is detached by the kernel.
+        unsafe { libc::_exit(0) };
     }
     let mut status = 0;
     // SAFETY: waiting for our own child.
     if unsafe { libc::waitpid(child, &mut status, 0) } < 0 {
         return Err(io::Error::last_os_error());
     }
+    o.output = Some(format!(
+        "held {} ms; the target's voluntary context switches {:?} -> {:?}",
+        started.elapsed().as_millis(),
+        before,
+        voluntary_switches(pid)
+    ));
     if libc::WIFEXITED(status) {
         match libc::WEXITSTATUS(status) {
             0 => Ok(()),
             e => Err(io::Error::from_raw_os_error(e)),
         }
     } else {
-        Err(io::Error::other(format!("the ptrace child ended with status {status:#x}")))
+        Err(io::Error::other(format!(
+            "the ptrace child ended with status {status:#x}"
+        )))
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn ptrace_hold(_: libc::pid_t) -> io::Result<()> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "ptrace probes are Linux's"))
+fn ptrace_hold(_: libc::pid_t, _: &mut ProbeOutcome) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "ptrace probes are Linux's",
+    ))
 }
 
 #[cfg(target_os = "linux")]
@@ -402,11 +473,9 @@ fn tiocsti(target: &str, token: &str) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let opened;
     let fd = match target.strip_prefix("fd:") {
-        Some(n) => n
-            .parse::<i32>()
-            .ok()
-            .filter(|n| *n >= 0)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{target:?}: not fd:N")))?,
+        Some(n) => n.parse::<i32>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("{target:?}: not fd:N"))
+        })?,
         None => {
             use std::os::unix::fs::OpenOptionsExt;
             opened = OpenOptions::new()
@@ -428,7 +497,10 @@ fn tiocsti(target: &str, token: &str) -> io::Result<()> {
 
 #[cfg(not(target_os = "linux"))]
 fn tiocsti(_: &str, _: &str) -> io::Result<()> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "TIOCSTI probes are Linux's"))
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "TIOCSTI probes are Linux's",
+    ))
 }
 
 #[cfg(test)]
@@ -490,7 +562,10 @@ macos = { expect = \"deny\", why = \"x\" }
         assert_eq!(by("r").claim, Claim::Done);
         assert_eq!(by("r").output.as_deref(), Some("MARK\n"));
         assert_eq!(by("w").claim, Claim::Done);
-        assert_eq!(fs::read_to_string(d.path().join("w")).unwrap(), "AWTOKEN-run1-w\n");
+        assert_eq!(
+            fs::read_to_string(d.path().join("w")).unwrap(),
+            "AWTOKEN-run1-w\n"
+        );
         assert_eq!(
             fs::read_to_string(d.path().join("new/c")).unwrap(),
             "AWTOKEN-run1-c\n"

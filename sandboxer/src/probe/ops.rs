@@ -74,7 +74,7 @@ pub enum Evidence {
     ListenerGotToken,
     /// The runner's outside process recorded the signal.
     OutsideSignalled,
-    /// The runner's outside process saw itself traced.
+    /// The runner's outside process saw itself traced (its `TracerPid`).
     OutsideTraced,
     /// The harness's output holds the marker in the outside process's environment.
     OutsideEnvMarkerInOutput,
@@ -162,14 +162,18 @@ impl ProbeOp {
             ProbeOp::Delete => "unlink the target file",
             ProbeOp::Rename => "rename the target to `arg`",
             ProbeOp::Link => "hard-link the target at `arg`",
-            ProbeOp::SymlinkFollow => "make a symlink at `arg` pointing to the target, read through it",
+            ProbeOp::SymlinkFollow => {
+                "make a symlink at `arg` pointing to the target, read through it"
+            }
             ProbeOp::Exec => "run the target with the token and `arg` as arguments",
             ProbeOp::ConnectUnix => "connect to the Unix socket at the target path, send the token",
             ProbeOp::ConnectAbstract => {
                 "connect to the abstract Unix socket named by the target, send the token"
             }
             ProbeOp::Signal => "send SIGUSR1 to the target process",
-            ProbeOp::Ptrace => "PTRACE_SEIZE the target process and hold it for 300 ms",
+            ProbeOp::Ptrace => {
+                "PTRACE_SEIZE the target process and hold it until it has run traced (at most 2 s)"
+            }
             ProbeOp::ProcRoot => "read the `arg` file through /proc/TARGET/root",
             ProbeOp::ProcEnviron => "read /proc/TARGET/environ",
             ProbeOp::Tiocsti => "push the token into the target terminal's input with TIOCSTI",
@@ -177,9 +181,13 @@ impl ProbeOp {
                 "run `tmux -S TARGET run-shell` writing the token into `arg` (the server runs it)"
             }
             ProbeOp::MachLookup => "look up the Mach service named by the target (macOS)",
-            ProbeOp::AppleEvent => "send an Apple Event to the application named by the target (macOS)",
+            ProbeOp::AppleEvent => {
+                "send an Apple Event to the application named by the target (macOS)"
+            }
             ProbeOp::Lsopen => "ask LaunchServices to open the target (macOS)",
-            ProbeOp::OpenCopy => "run a copy of /usr/bin/open placed at `arg` on the target (macOS)",
+            ProbeOp::OpenCopy => {
+                "run a copy of /usr/bin/open placed at `arg` on the target (macOS)"
+            }
         }
     }
 
@@ -203,7 +211,9 @@ impl ProbeOp {
             ProbeOp::SymlinkFollow => Some((Operand::Path, "where the symlink is made")),
             ProbeOp::Exec => Some((Operand::Path, "the file the program writes the token into")),
             ProbeOp::ProcRoot => Some((Operand::Path, "the file read through /proc/PID/root")),
-            ProbeOp::TmuxCommand => Some((Operand::Path, "the file the server writes the token into")),
+            ProbeOp::TmuxCommand => {
+                Some((Operand::Path, "the file the server writes the token into"))
+            }
             ProbeOp::OpenCopy => Some((Operand::Path, "where the copy of open is placed")),
             _ => None,
         }
@@ -213,7 +223,9 @@ impl ProbeOp {
     pub fn setup(self) -> (Setup, Setup) {
         match self {
             ProbeOp::Read | ProbeOp::Write | ProbeOp::Delete => (Setup::File, Setup::None),
-            ProbeOp::Rename | ProbeOp::Link | ProbeOp::SymlinkFollow => (Setup::File, Setup::Absent),
+            ProbeOp::Rename | ProbeOp::Link | ProbeOp::SymlinkFollow => {
+                (Setup::File, Setup::Absent)
+            }
             ProbeOp::List => (Setup::Dir, Setup::None),
             ProbeOp::Create => (Setup::Absent, Setup::None),
             ProbeOp::Exec => (Setup::Script, Setup::Absent),
@@ -286,7 +298,10 @@ impl ProbeOp {
             ProbeOp::Write => vec![Path("file-write-data", t())],
             ProbeOp::Create => vec![Path("file-write-create", t())],
             ProbeOp::Delete => vec![Path("file-write-unlink", t())],
-            ProbeOp::Rename => vec![Path("file-write-unlink", t()), Path("file-write-create", a())],
+            ProbeOp::Rename => vec![
+                Path("file-write-unlink", t()),
+                Path("file-write-create", a()),
+            ],
             // file-link is checked on the file being linked, file-write-create on the new name.
             ProbeOp::Link => vec![Path("file-link", t()), Path("file-write-create", a())],
             // Seatbelt checks the resolved path: reading through the link is reading the target.
@@ -347,7 +362,11 @@ mod tests {
                 assert_eq!(arg_setup, Setup::None, "{op}: setup for an arg it has not");
             }
             if op.target() != Operand::Path {
-                assert_eq!(target_setup, Setup::None, "{op}: a path setup on a non-path");
+                assert_eq!(
+                    target_setup,
+                    Setup::None,
+                    "{op}: a path setup on a non-path"
+                );
             }
             match op.evidence() {
                 Evidence::ArgMarkerInOutput => assert_eq!(arg_setup, Setup::File, "{op}"),
@@ -374,11 +393,16 @@ mod tests {
         for op in ProbeOp::ALL {
             for check in op.seatbelt_checks("/x", Some("/y")).unwrap_or_default() {
                 let name = match check {
-                    SbplCheck::Path(o, _) | SbplCheck::OutsideProcess(o) | SbplCheck::NoObject(o) => o,
+                    SbplCheck::Path(o, _)
+                    | SbplCheck::OutsideProcess(o)
+                    | SbplCheck::NoObject(o) => o,
                     SbplCheck::UnixSocket(_) => "network-outbound",
                     SbplCheck::MachName(_) => "mach-lookup",
                 };
-                assert!(crate::sbpl::KNOWN_OPERATIONS.contains(&name), "{op}: {name}");
+                assert!(
+                    crate::sbpl::KNOWN_OPERATIONS.contains(&name),
+                    "{op}: {name}"
+                );
             }
         }
     }

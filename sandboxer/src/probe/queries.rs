@@ -107,7 +107,11 @@ impl Template {
                         chars.next();
                     }
                 }
-                '}' => return Err(format!("unopened '}}' at byte {i} (write }}}} for a brace)")),
+                '}' => {
+                    return Err(format!(
+                        "unopened '}}' at byte {i} (write }}}} for a brace)"
+                    ));
+                }
                 c => lit.push(c),
             }
         }
@@ -271,7 +275,11 @@ impl Cx<'_> {
 
 /// Loads one query file. `known` says which template variables exist; any other is an
 /// error. Names must be unique within the file (see [`load_all`] for several files).
-pub fn load(text: &str, file: &str, known: &dyn Fn(&str) -> bool) -> Result<Vec<Probe>, QueryError> {
+pub fn load(
+    text: &str,
+    file: &str,
+    known: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Probe>, QueryError> {
     let cx = Cx { text, file };
     let raw: RawFile = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
     if *raw.version.get_ref() != 1 {
@@ -316,34 +324,40 @@ pub fn load(text: &str, file: &str, known: &dyn Fn(&str) -> bool) -> Result<Vec<
                 format!(
                     "unknown operation {:?}; known: {}",
                     p.op.get_ref(),
-                    ProbeOp::ALL.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(", ")
+                    ProbeOp::ALL
+                        .iter()
+                        .map(|o| o.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             )
         })?;
-        let template = |s: &Spanned<String>, f: &str, kind: Operand| -> Result<Template, QueryError> {
-            let t = Template::parse(s.get_ref()).map_err(|m| cx.error(s.span(), &field(f), m))?;
-            if let Some(v) = t.variables().find(|v| !known(v)) {
-                return Err(cx.error(
-                    s.span(),
-                    &field(f),
-                    format!("unknown template variable {{{v}}}"),
-                ));
-            }
-            if kind == Operand::Path && !t.starts_absolute() {
-                return Err(cx.error(
-                    s.span(),
-                    &field(f),
-                    format!(
-                        "{:?}: {op} needs an absolute path (start with / or a folder variable)",
-                        s.get_ref()
-                    ),
-                ));
-            }
-            if s.get_ref().is_empty() {
-                return Err(cx.error(s.span(), &field(f), "empty"));
-            }
-            Ok(t)
-        };
+        let template =
+            |s: &Spanned<String>, f: &str, kind: Operand| -> Result<Template, QueryError> {
+                let t =
+                    Template::parse(s.get_ref()).map_err(|m| cx.error(s.span(), &field(f), m))?;
+                if let Some(v) = t.variables().find(|v| !known(v)) {
+                    return Err(cx.error(
+                        s.span(),
+                        &field(f),
+                        format!("unknown template variable {{{v}}}"),
+                    ));
+                }
+                if kind == Operand::Path && !t.starts_absolute() {
+                    return Err(cx.error(
+                        s.span(),
+                        &field(f),
+                        format!(
+                            "{:?}: {op} needs an absolute path (start with / or a folder variable)",
+                            s.get_ref()
+                        ),
+                    ));
+                }
+                if s.get_ref().is_empty() {
+                    return Err(cx.error(s.span(), &field(f), "empty"));
+                }
+                Ok(t)
+            };
         let target = template(&p.target, "target", op.target())?;
         let arg = match (op.arg(), &p.arg) {
             (Some((kind, _)), Some(a)) => Some(template(a, "arg", kind)?),
@@ -355,11 +369,7 @@ pub fn load(text: &str, file: &str, known: &dyn Fn(&str) -> bool) -> Result<Vec<
                 ));
             }
             (None, Some(a)) => {
-                return Err(cx.error(
-                    a.span(),
-                    &field("arg"),
-                    format!("{op} takes no arg"),
-                ));
+                return Err(cx.error(a.span(), &field("arg"), format!("{op} takes no arg")));
             }
             (None, None) => None,
         };
@@ -439,7 +449,10 @@ pub fn load_all(
     for (file, text) in files {
         for p in load(text, file, known)? {
             if !names.insert(p.name.clone()) {
-                let first = all.iter().find(|q| q.name == p.name).map(|q| q.origin.clone());
+                let first = all
+                    .iter()
+                    .find(|q| q.name == p.name)
+                    .map(|q| q.origin.clone());
                 let line = p
                     .origin
                     .rsplit(':')
@@ -473,7 +486,11 @@ mod tests {
     }
 
     fn one(body: &str) -> Result<Vec<Probe>, QueryError> {
-        load(&format!("version = 1\n\n[[probe]]\n{body}"), "q.toml", &known)
+        load(
+            &format!("version = 1\n\n[[probe]]\n{body}"),
+            "q.toml",
+            &known,
+        )
     }
 
     #[test]
@@ -494,7 +511,11 @@ mod tests {
     fn errors_name_file_line_and_field() {
         let e = one("name = \"a\"\nop = \"unlink\"\ntarget = \"{home}/x\"\nlinux = { expect = \"deny\", why = \"w\" }\n")
             .unwrap_err();
-        assert_eq!((e.file.as_str(), e.line, e.field.as_str()), ("q.toml", 5, "probe[0].op"), "{e}");
+        assert_eq!(
+            (e.file.as_str(), e.line, e.field.as_str()),
+            ("q.toml", 5, "probe[0].op"),
+            "{e}"
+        );
         assert!(e.message.contains("unknown operation \"unlink\""), "{e}");
 
         let e = one("name = \"a\"\nop = \"read\"\ntarget = \"{hom}/x\"\nlinux = { expect = \"deny\", why = \"w\" }\n")
@@ -508,7 +529,11 @@ mod tests {
 
         let e = one("name = \"a\"\nop = \"read\"\ntarget = \"{home}/x\"\nlinux = { expect = \"maybe\", why = \"w\" }\n")
             .unwrap_err();
-        assert_eq!((e.line, e.field.as_str()), (7, "probe[0].linux.expect"), "{e}");
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (7, "probe[0].linux.expect"),
+            "{e}"
+        );
 
         let e = one("name = \"a\"\nop = \"read\"\ntarget = \"{home}/x\"\ncolour = 1\nlinux = { expect = \"deny\", why = \"w\" }\n")
             .unwrap_err();
@@ -538,13 +563,18 @@ mod tests {
     fn names_are_unique_across_files() {
         let body = "version = 1\n[[probe]]\nname = \"a\"\nop = \"read\"\ntarget = \"{home}/x\"\nlinux = { expect = \"allow\", why = \"w\" }\n";
         let e = load_all(
-            &[("a.toml".into(), body.into()), ("b.toml".into(), body.into())],
+            &[
+                ("a.toml".into(), body.into()),
+                ("b.toml".into(), body.into()),
+            ],
             &known,
         )
         .unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("b.toml", 3), "{e}");
         assert!(e.message.contains("a.toml:3"), "{e}");
-        let twice = format!("{body}[[probe]]\nname = \"a\"\nop = \"list\"\ntarget = \"{{home}}\"\nlinux = {{ expect = \"allow\", why = \"w\" }}\n");
+        let twice = format!(
+            "{body}[[probe]]\nname = \"a\"\nop = \"list\"\ntarget = \"{{home}}\"\nlinux = {{ expect = \"allow\", why = \"w\" }}\n"
+        );
         let e = load(&twice, "c.toml", &known).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (8, "probe[1].name"), "{e}");
     }

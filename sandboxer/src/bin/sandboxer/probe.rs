@@ -31,9 +31,17 @@ pub fn probe(args: ProbeArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.vars)
         .with_context(|| format!("reading the vars file {}", args.vars.display()))?;
     let vars: VarsFile = serde_json::from_str(&text).with_context(|| {
-        format!("{}: not a vars file ({{\"run_id\", \"vars\"}})", args.vars.display())
+        format!(
+            "{}: not a vars file ({{\"run_id\", \"vars\"}})",
+            args.vars.display()
+        )
     })?;
-    if vars.run_id.is_empty() || !vars.run_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+    if vars.run_id.is_empty()
+        || !vars
+            .run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
         anyhow::bail!(
             "{}: run_id {:?} must be letters, digits and '-'",
             args.vars.display(),
@@ -64,14 +72,12 @@ pub fn probe(args: ProbeArgs) -> Result<ExitCode> {
                     (None, Some(s)) => format!("done (exit {s})"),
                     _ => "done".to_string(),
                 },
-                Claim::Failed => format!(
-                    "failed: {}",
-                    r.error.as_deref().unwrap_or("(no message)")
-                ),
-                Claim::Skipped => format!(
-                    "skipped: {}",
-                    r.error.as_deref().unwrap_or("(no reason)")
-                ),
+                Claim::Failed => {
+                    format!("failed: {}", r.error.as_deref().unwrap_or("(no message)"))
+                }
+                Claim::Skipped => {
+                    format!("skipped: {}", r.error.as_deref().unwrap_or("(no reason)"))
+                }
             };
             writeln!(out, "{:<32} {:<16} {:<60} {what}", r.name, r.op, r.target)?;
         }

@@ -1,0 +1,165 @@
+//! The client side (`dispatcher chats …`, `dispatcher stop`): state root → `server.json` →
+//! port, `config.json` → token, then plain HTTP to 127.0.0.1 with `ureq`.
+//!
+//! The token is sent only to 127.0.0.1, never through a proxy, never along a redirect, and —
+//! on Linux — only when the socket listening on that port belongs to this user (a stale
+//! `server.json` must not hand the token to whoever took the port since).
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use super::ServerFile;
+use crate::state::StateRoot;
+
+/// A call waits at most this long (a launch queued behind others included).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub struct Client {
+    port: u16,
+    token: String,
+    agent: ureq::Agent,
+}
+
+/// A response: status and JSON body.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The body of a 2xx reply, else the server's error as an error.
+    pub fn ok(self) -> Result<Value> {
+        if (200..300).contains(&self.status) {
+            return Ok(self.body);
+        }
+        let msg = self.body["error"]["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| self.body.to_string());
+        bail!("the server answered {}: {msg}", self.status)
+    }
+}
+
+impl Client {
+    /// The server of this state root, as `server.json` names it.
+    pub fn for_state_root(state: &StateRoot) -> Result<Client> {
+        let info = ServerFile::read(state)?;
+        Client::for_port(state, info.port).with_context(|| {
+            format!(
+                "server.json names pid {} on port {}; is it still running? (`dispatcher serve` starts one)",
+                info.pid, info.port
+            )
+        })
+    }
+
+    /// Whatever listens on 127.0.0.1:`port`, with this state root's token.
+    pub fn for_port(state: &StateRoot, port: u16) -> Result<Client> {
+        if port == 0 {
+            bail!("port 0 is not a server's port");
+        }
+        check_listener_owner(port)?;
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .max_redirects(0)
+            .timeout_global(Some(CALL_TIMEOUT))
+            .build();
+        Ok(Client {
+            port,
+            token: state.config().server_token.clone(),
+            agent: config.into(),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// One call: `body` is sent as JSON when given.
+    pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply> {
+        let url = format!("http://127.0.0.1:{}{path}", self.port);
+        let auth = format!("Bearer {}", self.token);
+        let unreachable = |e: ureq::Error| {
+            anyhow::anyhow!("cannot reach the server on 127.0.0.1:{}: {e}", self.port)
+        };
+        let mut resp = match (method, body) {
+            ("GET", None) => self
+                .agent
+                .get(&url)
+                .header("Authorization", &auth)
+                .call()
+                .map_err(unreachable)?,
+            ("POST", None) => self
+                .agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .send_empty()
+                .map_err(unreachable)?,
+            ("POST", Some(b)) => self
+                .agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .content_type("application/json")
+                .send(serde_json::to_vec(b)?.as_slice())
+                .map_err(unreachable)?,
+            _ => bail!("unsupported call {method} {path}"),
+        };
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_string()
+            .map_err(unreachable)?;
+        let body = serde_json::from_str(&text).with_context(|| {
+            format!("the server on port {} answered {status} without JSON", self.port)
+        })?;
+        Ok(Reply { status, body })
+    }
+}
+
+/// Linux: the socket listening on 127.0.0.1:`port` must be this user's (`/proc/net/tcp`).
+#[cfg(target_os = "linux")]
+fn check_listener_owner(port: u16) -> Result<()> {
+    let text = std::fs::read_to_string("/proc/net/tcp").context("cannot read /proc/net/tcp")?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut owners = Vec::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(st), Some(uid)) = (f.get(1), f.get(3), f.get(7)) else {
+            continue;
+        };
+        let Some((ip, p)) = local.split_once(':') else {
+            continue;
+        };
+        let (Ok(ip), Ok(p), Ok(uid)) = (
+            u32::from_str_radix(ip, 16),
+            u16::from_str_radix(p, 16),
+            uid.parse::<u32>(),
+        ) else {
+            continue;
+        };
+        // The kernel prints the address as the native-endian view of network-order bytes.
+        let ip = std::net::Ipv4Addr::from(ip.to_ne_bytes());
+        if *st == "0A" && p == port && (ip.is_loopback() || ip.is_unspecified()) {
+            owners.push(uid);
+        }
+    }
+    match owners.as_slice() {
+        [] => bail!("nothing listens on 127.0.0.1:{port}"),
+        o if o.iter().all(|&u| u == me) => Ok(()),
+        o => bail!(
+            "the socket listening on 127.0.0.1:{port} belongs to uid {}, not to you (uid {me}); not sending the server token there",
+            o.iter().find(|&&u| u != me).copied().unwrap_or_default()
+        ),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn check_listener_owner(_port: u16) -> Result<()> {
+    Ok(())
+}

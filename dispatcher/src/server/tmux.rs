@@ -1,0 +1,156 @@
+//! Chats in tmux, on the dispatcher's own tmux server (its socket inside the state root, where
+//! no confined process reaches it).
+//!
+//! A session is `chat-<chat>`, tagged with the launch id (`@agentworks_launch`) and kept after
+//! its process exits (`remain-on-exit`), so the server reads the exit status from tmux — also
+//! after a restart — and only then removes the session.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::launch::Launch;
+use crate::platform;
+use crate::state::StateRoot;
+
+const TAG: &str = "@agentworks_launch";
+
+pub fn socket(state: &StateRoot) -> PathBuf {
+    state.tmux_dir().join("default")
+}
+
+pub fn session_name(chat: &crate::ids::ChatId) -> String {
+    format!("chat-{chat}")
+}
+
+/// One pane (each session has one) as tmux reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pane {
+    pub pid: i32,
+    pub dead: bool,
+    /// The exit code (or 128 + signal) once dead, when tmux knows it.
+    pub status: Option<u8>,
+    /// The launch id the session was tagged with.
+    pub launch: String,
+}
+
+fn tmux(socket: &Path) -> Command {
+    let mut cmd = Command::new("tmux");
+    cmd.arg("-S").arg(socket);
+    for k in crate::launch::ENV_REMOVED {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
+/// Whether tmux runs here.
+pub fn available() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Starts the launch in a detached session, tagged with `launch_id`, kept after exit.
+pub fn start(socket: &Path, launch: &Launch, launch_id: &str) -> Result<String> {
+    let name = session_name(&launch.chat);
+    let base = platform::command(launch)?;
+    let mut cmd = tmux(socket);
+    cmd.args(["new-session", "-d", "-s", &name, "-c"]).arg(&launch.cwd);
+    for (k, v) in &launch.env_set {
+        cmd.arg("-e").arg(format!("{k}={v}"));
+    }
+    cmd.arg("--")
+        .args(platform::tmux_command_args(
+            base.get_program(),
+            base.get_args(),
+        ))
+        // The same command queue: tmux handles the pane's exit only after these ran.
+        .args([";", "set-option", "-w", "-t"])
+        .arg(format!("={name}:"))
+        .args(["remain-on-exit", "on", ";", "set-option", "-t"])
+        .arg(format!("={name}:"))
+        .args([TAG, launch_id]);
+    for k in &launch.env_removed {
+        cmd.env_remove(k);
+    }
+    let out = cmd.output().context("cannot run tmux (is it installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "tmux new-session failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(name)
+}
+
+/// Every session on the server, by name. An absent server is no sessions.
+pub fn list(socket: &Path) -> Result<HashMap<String, Pane>> {
+    if !socket.exists() {
+        return Ok(HashMap::new());
+    }
+    let out = tmux(socket)
+        .args([
+            "list-panes",
+            "-a",
+            "-F",
+            &format!(
+                "#{{session_name}}\t#{{pane_pid}}\t#{{pane_dead}}\t#{{pane_dead_status}}\t#{{pane_dead_signal}}\t#{{{TAG}}}"
+            ),
+        ])
+        .output()
+        .context("cannot run tmux (is it installed?)")?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("no server running") || err.contains("error connecting") {
+            return Ok(HashMap::new());
+        }
+        bail!("tmux list-panes failed: {}", err.trim());
+    }
+    let mut panes = HashMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [name, pid, dead, status, signal, launch] = f.as_slice() else {
+            continue;
+        };
+        let status = match (status.parse::<u8>(), signal.parse::<u8>()) {
+            (_, Ok(s)) if s > 0 => Some(128u8.saturating_add(s)),
+            (Ok(c), _) => Some(c),
+            _ => None,
+        };
+        panes.insert(
+            name.to_string(),
+            Pane {
+                pid: pid.parse().unwrap_or(0),
+                dead: *dead == "1",
+                status,
+                launch: launch.to_string(),
+            },
+        );
+    }
+    Ok(panes)
+}
+
+/// Removes a session (its process gets SIGHUP if it still runs).
+pub fn kill_session(socket: &Path, name: &str) -> Result<()> {
+    let out = tmux(socket)
+        .args(["kill-session", "-t"])
+        .arg(format!("={name}"))
+        .output()
+        .context("cannot run tmux")?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("can't find session")
+            || err.contains("no server running")
+            || err.contains("error connecting")
+        {
+            return Ok(());
+        }
+        bail!("tmux kill-session failed: {}", err.trim());
+    }
+    Ok(())
+}

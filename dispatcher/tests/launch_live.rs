@@ -1,0 +1,459 @@
+//! `dispatcher launch` for real: the owner-testing cases from a chat's runtime, live on this
+//! kernel as root and as the unprivileged user `sbx-test`, and in the macOS profile by the
+//! SBPL evaluator; the real CLIs starting inside the sandbox; bad input changing nothing.
+#![cfg(target_os = "linux")]
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const TEST_USER: &str = "sbx-test";
+const MARKER: &str = "MARKER-7f3a9c-PROTECTED";
+
+fn dispatcher_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_dispatcher"))
+}
+
+/// Under CI a missing prerequisite fails; elsewhere the test is skipped with a notice.
+fn unavailable(why: &str) {
+    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+        panic!("{why}");
+    }
+    eprintln!("SKIPPED: {why}");
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Who {
+    Root,
+    User,
+}
+
+/// A private world for one test: a temp folder reachable by the runner, a home, a state root
+/// with two chats and three workflows, marker tokens in protected files, the binaries copied
+/// where the runner can execute them.
+struct World {
+    _tmp: tempfile::TempDir,
+    who: Who,
+    home: PathBuf,
+    state: PathBuf,
+    profiles: PathBuf,
+    bin: PathBuf,
+    sandboxer: PathBuf,
+}
+
+fn user_ids() -> Option<(u32, u32)> {
+    let out = Command::new("id").args(["-u", TEST_USER]).output().ok()?;
+    let uid = String::from_utf8(out.stdout).ok()?.trim().parse().ok()?;
+    let out = Command::new("id").args(["-g", TEST_USER]).output().ok()?;
+    let gid = String::from_utf8(out.stdout).ok()?.trim().parse().ok()?;
+    Some((uid, gid))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+impl World {
+    fn new(who: Who) -> Option<World> {
+        if !is_root() {
+            unavailable("the live launch tests run as root (CI does) and switch to sbx-test");
+            return None;
+        }
+        let ids = match who {
+            Who::Root => (0, 0),
+            Who::User => match user_ids() {
+                Some(ids) => ids,
+                None => {
+                    unavailable("user sbx-test is missing: run scripts/setup-test-env.sh");
+                    return None;
+                }
+            },
+        };
+        let tmp = tempfile::Builder::new().prefix("aw-launch-").tempdir_in("/tmp").unwrap();
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let root = tmp.path().to_path_buf();
+        let bin = root.join("bin");
+        fs::create_dir(&bin).unwrap();
+        for (src, name) in [
+            (dispatcher_bin().to_path_buf(), "dispatcher"),
+            (dispatcher_bin().with_file_name("sandboxer"), "sandboxer"),
+        ] {
+            assert!(src.is_file(), "{} is not built", src.display());
+            fs::copy(&src, bin.join(name)).unwrap();
+        }
+        let profiles = root.join("profiles");
+        fs::create_dir_all(profiles.join("clis")).unwrap();
+        fs::write(profiles.join("clis/sh.toml"), SH_ADAPTER).unwrap();
+        let home = root.join("home");
+        fs::create_dir(&home).unwrap();
+        chown_r(&root, ids);
+        let w = World {
+            sandboxer: bin.join("sandboxer"),
+            bin,
+            who,
+            home,
+            state: root.join("state-root"),
+            profiles,
+            _tmp: tmp,
+        };
+        for args in [
+            vec!["init"],
+            vec!["workflow", "add", "wf-main"],
+            vec!["workflow", "add", "wf-ref"],
+            vec!["workflow", "add", "wf-other"],
+            vec!["chat", "add", "chat-1"],
+            vec!["chat", "add", "chat-2"],
+        ] {
+            let out = w.dispatcher(&args);
+            assert!(out.status.success(), "{args:?}: {}", text(&out));
+        }
+        w.as_runner(&format!(
+            "echo {MARKER} > {s}/state/cli-runtimes/v1/chat-2/secret.txt && \
+             echo {MARKER} > {s}/state/auth/login.json && \
+             echo {MARKER} > {s}/workspace-docs/wf-other/doc.md && \
+             echo {MARKER} > {s}/personal-mcp/mcp.json && \
+             mkdir {s}/workspace-docs/wf-main/planning && \
+             echo {MARKER} > {s}/workspace-docs/wf-main/planning/plan.json && \
+             echo shared > {s}/workspace-docs/wf-ref/ref.md && \
+             echo home-ok > {h}/notes.txt",
+            s = w.state.display(),
+            h = w.home.display()
+        ));
+        Some(w)
+    }
+
+    fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = match self.who {
+            Who::Root => Command::new(program),
+            Who::User => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", TEST_USER, "--regid", TEST_USER, "--init-groups", "--"]);
+                c.arg(program);
+                c
+            }
+        };
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &self.home)
+            .env("SANDBOXER_BIN", &self.sandboxer)
+            .env("XDG_RUNTIME_DIR", self.home.join(".run"))
+            .current_dir(&self.home);
+        c
+    }
+
+    fn dispatcher(&self, args: &[&str]) -> Output {
+        self.command(self.bin.join("dispatcher"))
+            .arg("--state-root")
+            .arg(&self.state)
+            .arg("--profiles-dir")
+            .arg(&self.profiles)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn as_runner(&self, script: &str) {
+        let out = self.command("/bin/sh").args(["-c", script]).output().unwrap();
+        assert!(out.status.success(), "{script}: {}", text(&out));
+    }
+
+    /// Runs a shell script as the `sh` CLI inside chat-1's full-mode launch.
+    fn inside(&self, script: &str) -> Output {
+        self.dispatcher(&[
+            "launch", "--cli", "sh", "--chat", "chat-1", "--workflow", "wf-main", "--attach",
+            "wf-ref", "--mode", "full", "--", "-c", script,
+        ])
+    }
+}
+
+/// A test adapter: `/bin/sh` as the CLI, so a launch can run any check under exactly the
+/// policy, cwd and environment a real CLI gets.
+const SH_ADAPTER: &str = r#"
+version = 1
+name = "sh"
+display_name = "POSIX shell (tests)"
+binary = "/bin/sh"
+install = "the OS"
+checked_version = "any"
+modes = ["full", "bridge-only"]
+prompt_note_how = "not passed"
+bridge_only_how = "not meaningful for a shell; tests only"
+[config_home]
+env = "SH_TEST_HOME"
+[args]
+full = []
+bridge_only = []
+"#;
+
+fn chown_r(path: &Path, (uid, gid): (u32, u32)) {
+    let st = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{uid}:{gid}"))
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The owner-testing cases: from the runtime, `..` reaches neither another chat's runtime,
+/// nor config.json, nor state/auth, nor a new file beside the runtimes. Each refusal is
+/// paired with a positive control in the same launch.
+fn owner_cases(who: Who) {
+    let Some(w) = World::new(who) else { return };
+    let s = w.state.display();
+    let script = format!(
+        "pwd; \
+         echo OK-RUNTIME > ./own.txt && cat ./own.txt; \
+         echo OK-WORKFLOW > {s}/workspace-docs/wf-main/out.md && cat {s}/workspace-docs/wf-main/out.md; \
+         cat {s}/workspace-docs/wf-ref/ref.md && echo OK-ATTACHED-READ; \
+         echo x > {s}/workspace-docs/wf-ref/new.md && echo BAD-ATTACHED-WRITE; \
+         cat \"$HOME/notes.txt\" && echo OK-HOME; \
+         cat ../chat-2/secret.txt; \
+         cat ../../../../config.json; \
+         ls ../../../auth; cat ../../../auth/login.json; \
+         cat {s}/workspace-docs/wf-other/doc.md; \
+         cat {s}/workspace-docs/wf-main/planning/plan.json; \
+         cat {s}/personal-mcp/mcp.json; \
+         touch ../beside.txt && echo BAD-BESIDE; \
+         touch {s}/workspace-docs/wf-main/workflow.db && echo BAD-REFUSED-CREATE; \
+         exit 0"
+    );
+    let out = w.inside(&script);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    for ok in ["OK-RUNTIME", "OK-WORKFLOW", "OK-ATTACHED-READ", "OK-HOME"] {
+        assert!(all.contains(ok), "missing positive control {ok}:\n{all}");
+    }
+    assert!(!all.contains(MARKER), "a protected marker leaked:\n{all}");
+    for bad in ["BAD-ATTACHED-WRITE", "BAD-BESIDE", "BAD-REFUSED-CREATE"] {
+        assert!(!all.contains(bad), "{bad} succeeded:\n{all}");
+    }
+    let token = fs::read_to_string(w.state.join("config.json")).unwrap();
+    let token = token.split("\"server_token\": \"").nth(1).unwrap()[..64].to_string();
+    assert!(!all.contains(&token), "the server token leaked");
+    // Disk-side evidence: nothing was created where it was refused, the allowed write landed.
+    assert!(!w.state.join("state/cli-runtimes/v1/beside.txt").exists());
+    assert!(!w.state.join("workspace-docs/wf-ref/new.md").exists());
+    assert!(!w.state.join("workspace-docs/wf-main/workflow.db").exists());
+    assert!(w.state.join("workspace-docs/wf-main/out.md").exists());
+    // The positive control for the markers: outside the sandbox they are readable.
+    let plain = w.command("/bin/cat").arg(w.state.join("state/auth/login.json")).output().unwrap();
+    assert!(String::from_utf8_lossy(&plain.stdout).contains(MARKER));
+}
+
+#[test]
+fn owner_cases_as_root() {
+    owner_cases(Who::Root);
+}
+
+#[test]
+fn owner_cases_as_user() {
+    owner_cases(Who::User);
+}
+
+/// The same cases, for the macOS profile `dispatcher profile` writes, by the SBPL evaluator.
+#[test]
+fn owner_cases_in_the_macos_profile() {
+    use sandboxer::sbpl::{self, Outcome, Query};
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("sr");
+    let profiles = tmp.path().join("profiles");
+    fs::create_dir_all(profiles.join("clis")).unwrap();
+    fs::write(profiles.join("clis/sh.toml"), SH_ADAPTER).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(dispatcher_bin())
+            .arg("--state-root")
+            .arg(&state)
+            .arg("--profiles-dir")
+            .arg(&profiles)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["init"]);
+    run(&["workflow", "add", "wf-main"]);
+    run(&["chat", "add", "chat-1"]);
+    let out = tmp.path().join("chat.sb");
+    run(&[
+        "profile", "--cli", "sh", "--chat", "chat-1", "--workflow", "wf-main", "--target-os",
+        "macos", "--user", "ada", "--out", out.to_str().unwrap(),
+    ]);
+    let profile = sbpl::parse(&fs::read_to_string(&out).unwrap(), &BTreeMap::new()).unwrap();
+    let sr = fs::canonicalize(&state).unwrap();
+    let sr = sandboxer::Target::Macos.apply_aliases(&sr);
+    let runtime = sr.join("state/cli-runtimes/v1/chat-1");
+    // The kernel resolves `..` before Seatbelt sees a path; so does the query.
+    let check = |op: &str, p: PathBuf, want: Outcome| {
+        let p = sandboxer::paths::normalize(&p).unwrap();
+        let got = profile.evaluate(op, &Query::Path { path: &p, vnode: None });
+        assert_eq!(got.outcome, want, "{op} {}: {}", p.display(), got.why);
+    };
+    check("file-write-data", runtime.join("own.txt"), Outcome::Allow);
+    check("file-read-data", runtime.join("../chat-2/secret.txt"), Outcome::Deny);
+    check("file-read-data", sr.join("config.json"), Outcome::Deny);
+    check("file-read-data", sr.join("state/auth/login.json"), Outcome::Deny);
+    check("file-write-create", sr.join("state/cli-runtimes/v1/beside.txt"), Outcome::Deny);
+    check("file-read-data", PathBuf::from("/Users/ada/notes.txt"), Outcome::Allow);
+    let sock = sr.join("state/cli-runtimes/v1/chat-2/bridge.sock");
+    let got = profile.evaluate("network-outbound", &Query::UnixSocket(&sock));
+    assert_eq!(got.outcome, Outcome::Deny, "{}", got.why);
+}
+
+/// Bad input: each a clear error, exit 2, nothing written.
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("sr");
+    let d = |args: &[&str]| {
+        Command::new(dispatcher_bin())
+            .env("HOME", tmp.path())
+            .arg("--state-root")
+            .arg(&state)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(d(&["init"]).status.success());
+    assert!(d(&["workflow", "add", "w"]).status.success());
+    assert!(d(&["chat", "add", "c"]).status.success());
+    let snapshot = || {
+        let out = Command::new("find").arg(&state).arg("-printf").arg("%p %s\n").output().unwrap();
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect();
+        lines.sort();
+        lines
+    };
+    let before = snapshot();
+    let cases: &[(&[&str], &str)] = &[
+        (&["launch", "--cli", "nope", "--chat", "c", "--workflow", "w", "--dry-run"], "unknown CLI \"nope\""),
+        (&["launch", "--cli", "claude", "--chat", "zz", "--workflow", "w"], "unknown chat \"zz\""),
+        (&["launch", "--cli", "claude", "--chat", "c", "--workflow", "zz"], "unknown workflow \"zz\""),
+        (&["launch", "--cli", "claude", "--chat", "../c", "--workflow", "w"], "invalid chat id"),
+        (&["launch", "--cli", "claude", "--chat", "c", "--workflow", ".w"], "invalid workflow id"),
+        (&["launch", "--cli", "claude", "--chat", "c", "--workflow", "w", "--attach", "w2:rwx"], "unknown access"),
+        (&["launch", "--cli", "claude", "--chat", "c", "--workflow", "w", "--mode", "unconfined"], "--mode"),
+        (&["chat", "add", "a/b"], "invalid chat id"),
+        (&["workflow", "add", "x y"], "invalid workflow id"),
+    ];
+    for (args, want) in cases {
+        let out = d(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: expected {want:?} in:\n{err}");
+    }
+    assert_eq!(snapshot(), before, "a refused command wrote into the state root");
+
+    // A state root that is a file, or someone's folder with content: refused, untouched.
+    let file = tmp.path().join("file");
+    fs::write(&file, "mine").unwrap();
+    let out = Command::new(dispatcher_bin()).arg("--state-root").arg(&file).args(["chat", "list"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a state root"));
+    let folder = tmp.path().join("docs");
+    fs::create_dir(&folder).unwrap();
+    fs::write(folder.join("essay.txt"), "mine").unwrap();
+    for args in [&["init"][..], &["chat", "add", "c"][..]] {
+        let out = Command::new(dispatcher_bin()).arg("--state-root").arg(&folder).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    }
+    assert_eq!(fs::read_dir(&folder).unwrap().count(), 1, "nothing written into the folder");
+
+    // An adapter with an error names file, line and field; nothing is written.
+    let profiles = tmp.path().join("profiles");
+    fs::create_dir_all(profiles.join("clis")).unwrap();
+    fs::write(
+        profiles.join("clis/sh.toml"),
+        SH_ADAPTER.replace("full = []", "full = [\"{secret}\"]"),
+    )
+    .unwrap();
+    let out = Command::new(dispatcher_bin())
+        .arg("--state-root")
+        .arg(&state)
+        .arg("--profiles-dir")
+        .arg(&profiles)
+        .args(["launch", "--cli", "sh", "--chat", "c", "--workflow", "w"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sh.toml:") && err.contains("args.full[0]") && err.contains("{secret}"), "{err}");
+    assert_eq!(snapshot(), before);
+}
+
+/// The real CLIs (installed by scripts/install-clis.sh) start inside the Linux sandbox in full
+/// mode through `dispatcher launch`, read their private config home, and that home holds the
+/// pre-trust and only our MCP server — never the person's own, planted in the test home.
+#[test]
+fn real_clis_start_confined() {
+    let clis = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/clis/bin");
+    if !clis.join("codex").is_file() {
+        unavailable("the real CLIs are not installed: run scripts/install-clis.sh");
+        return;
+    }
+    let Some(w) = World::new(Who::Root) else { return };
+    // The person's own MCP servers, which must never reach a chat.
+    fs::create_dir_all(w.home.join(".codex")).unwrap();
+    fs::write(w.home.join(".codex/config.toml"), "[mcp_servers.personal]\ncommand = \"/bin/false\"\n").unwrap();
+    fs::write(w.home.join(".claude.json"), r#"{"mcpServers":{"personal":{"command":"/bin/false"}}}"#).unwrap();
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", fs::canonicalize(&clis).unwrap().display());
+    let launch = |cli: &str, args: &[&str]| {
+        let out = w
+            .command(w.bin.join("dispatcher"))
+            .env("PATH", &path)
+            .arg("--state-root")
+            .arg(&w.state)
+            .args(["launch", "--cli", cli, "--chat", "chat-1", "--workflow", "wf-main", "--mode", "full", "--"])
+            .args(args)
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert!(out.status.success(), "{cli} {args:?}: {all}");
+        assert!(all.contains("in full mode"), "{cli}: not confined:\n{all}");
+        all
+    };
+    for (cli, version) in [
+        ("claude", "2.1.332"),
+        ("codex", "0.171.0"),
+        ("gemini", "0.61.0"),
+        ("pi", "0.73.1"),
+        ("opencode", "1.18.33"),
+    ] {
+        let all = launch(cli, &["--version"]);
+        assert!(all.contains(version), "{cli} --version:\n{all}");
+    }
+    let runtime = w.state.join("state/cli-runtimes/v1/chat-1");
+    // Each reads its private config home: what it reports comes from there.
+    let codex = launch("codex", &["mcp", "list"]);
+    assert!(codex.contains("agentworks") && !codex.contains("personal"), "{codex}");
+    let claude = launch("claude", &["mcp", "list"]);
+    assert!(!claude.contains("personal"), "{claude}");
+    let gemini = launch("gemini", &["--list-extensions"]);
+    assert!(gemini.contains(&runtime.join("cli-home/gemini").display().to_string()), "{gemini}");
+
+    // The private config homes: pre-trusted, and the bridge as the only MCP server.
+    let codex_cfg = fs::read_to_string(runtime.join("cli-home/codex/config.toml")).unwrap();
+    assert!(codex_cfg.contains("trust_level = \"trusted\""), "{codex_cfg}");
+    assert_eq!(codex_cfg.matches("[mcp_servers.").count(), 1, "{codex_cfg}");
+    assert!(codex_cfg.contains("[mcp_servers.agentworks]"));
+    let claude_json = fs::read_to_string(runtime.join("cli-home/claude/.claude.json")).unwrap();
+    assert!(claude_json.contains("hasTrustDialogAccepted"), "{claude_json}");
+    let claude_mcp: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(runtime.join("cli-home/claude/mcp.json")).unwrap()).unwrap();
+    assert_eq!(claude_mcp["mcpServers"].as_object().unwrap().keys().collect::<Vec<_>>(), ["agentworks"]);
+    let trusted = fs::read_to_string(runtime.join("cli-home/gemini/.gemini/trustedFolders.json")).unwrap();
+    assert!(trusted.contains(&runtime.display().to_string()), "{trusted}");
+}
