@@ -38,12 +38,21 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("home", "the person's home"),
     ("runtime", "this chat's runtime folder"),
     ("cwd", "the CLI's working folder (the runtime unless --cwd)"),
-    ("config_home", "the CLI's private config home inside the runtime"),
+    (
+        "config_home",
+        "the CLI's private config home inside the runtime",
+    ),
     ("workflow", "this chat's workflow folder"),
-    ("dir", "in `extra_dir` only: one granted folder (workflow or attached)"),
+    (
+        "dir",
+        "in `extra_dir` only: one granted folder (workflow or attached)",
+    ),
     ("prompt_note", "the prompt note's text"),
     ("prompt_note_file", "the prompt note's file in the runtime"),
-    ("bridge_command", "the dispatcher binary, run as the MCP bridge"),
+    (
+        "bridge_command",
+        "the dispatcher binary, run as the MCP bridge",
+    ),
     ("bridge_socket", "this chat's bridge socket in the runtime"),
     ("chat", "the chat id"),
 ];
@@ -157,10 +166,16 @@ impl Args {
         Args {
             headless: over.headless.clone().or_else(|| self.headless.clone()),
             full: over.full.clone().or_else(|| self.full.clone()),
-            bridge_only: over.bridge_only.clone().or_else(|| self.bridge_only.clone()),
+            bridge_only: over
+                .bridge_only
+                .clone()
+                .or_else(|| self.bridge_only.clone()),
             extra_dir: over.extra_dir.clone().or_else(|| self.extra_dir.clone()),
             mcp: over.mcp.clone().or_else(|| self.mcp.clone()),
-            prompt_note: over.prompt_note.clone().or_else(|| self.prompt_note.clone()),
+            prompt_note: over
+                .prompt_note
+                .clone()
+                .or_else(|| self.prompt_note.clone()),
         }
     }
 
@@ -266,7 +281,11 @@ impl Adapter {
             cx.error(e.span().unwrap_or(0..0), &field, message)
         })?;
         if *raw.version.get_ref() != 1 {
-            return Err(cx.error(raw.version.span(), "version", "unsupported adapter version; expected 1"));
+            return Err(cx.error(
+                raw.version.span(),
+                "version",
+                "unsupported adapter version; expected 1",
+            ));
         }
         let name = raw.name.get_ref().clone();
         let name_ok = !name.is_empty()
@@ -274,7 +293,11 @@ impl Adapter {
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if !name_ok {
-            return Err(cx.error(raw.name.span(), "name", format!("{name:?}: use lowercase letters, digits and '-'")));
+            return Err(cx.error(
+                raw.name.span(),
+                "name",
+                format!("{name:?}: use lowercase letters, digits and '-'"),
+            ));
         }
         let mut modes = Vec::new();
         for m in raw.modes.get_ref() {
@@ -290,7 +313,11 @@ impl Adapter {
             }
         }
         if modes.is_empty() {
-            return Err(cx.error(raw.modes.span(), "modes", "an adapter supports at least one mode"));
+            return Err(cx.error(
+                raw.modes.span(),
+                "modes",
+                "an adapter supports at least one mode",
+            ));
         }
         let adapter = Adapter {
             name,
@@ -317,25 +344,47 @@ impl Adapter {
 
     fn validate(&self, cx: &Cx) -> Result<(), AdapterError> {
         if self.modes.contains(&Mode::Full) && self.args.full.is_none() {
-            return Err(cx.error(0..0, "args.full", "the adapter supports full mode but says no flags for it (use [] if it needs none)"));
+            return Err(cx.error(
+                0..0,
+                "args.full",
+                "the adapter supports full mode but says no flags for it (use [] if it needs none)",
+            ));
         }
         if self.modes.contains(&Mode::BridgeOnly) && self.args.bridge_only.is_none() {
-            return Err(cx.error(0..0, "args.bridge_only", "the adapter supports bridge-only mode but says no flags for it"));
+            return Err(cx.error(
+                0..0,
+                "args.bridge_only",
+                "the adapter supports bridge-only mode but says no flags for it",
+            ));
         }
-        let check = |s: &Spanned<String>, field: &str, allow_dir: bool| -> Result<(), AdapterError> {
-            check_template(s.get_ref(), allow_dir).map_err(|m| cx.error(s.span(), field, m))
-        };
-        for (section, args) in [("args", &self.args), ("macos.args", &self.macos.args), ("linux.args", &self.linux.args)] {
+        let check =
+            |s: &Spanned<String>, field: &str, allow_dir: bool| -> Result<(), AdapterError> {
+                check_template(s.get_ref(), allow_dir).map_err(|m| cx.error(s.span(), field, m))
+            };
+        for (section, args) in [
+            ("args", &self.args),
+            ("macos.args", &self.macos.args),
+            ("linux.args", &self.linux.args),
+        ] {
             for (key, list) in args.all() {
                 for (i, s) in list.iter().enumerate() {
                     check(s, &format!("{section}.{key}[{i}]"), key == "extra_dir")?;
                 }
             }
         }
-        for (section, env) in [("env", &self.env), ("env_as_root", &self.env_as_root), ("macos.env", &self.macos.env), ("linux.env", &self.linux.env)] {
+        for (section, env) in [
+            ("env", &self.env),
+            ("env_as_root", &self.env_as_root),
+            ("macos.env", &self.macos.env),
+            ("linux.env", &self.linux.env),
+        ] {
             for (k, v) in env {
                 if !valid_env_name(k) {
-                    return Err(cx.error(v.span(), &format!("{section}.{k}"), format!("{k:?} is not an environment variable name")));
+                    return Err(cx.error(
+                        v.span(),
+                        &format!("{section}.{k}"),
+                        format!("{k:?} is not an environment variable name"),
+                    ));
                 }
                 check(v, &format!("{section}.{k}"), false)?;
             }
@@ -343,14 +392,19 @@ impl Adapter {
         if let Some(var) = &self.config_home.env
             && !valid_env_name(var)
         {
-            return Err(cx.error(0..0, "config_home.env", format!("{var:?} is not an environment variable name")));
+            return Err(cx.error(
+                0..0,
+                "config_home.env",
+                format!("{var:?} is not an environment variable name"),
+            ));
         }
         if self.config_home.value.span() != (0..0) {
             check(&self.config_home.value, "config_home.value", false)?;
         }
         for (i, f) in self.config_home.files.iter().enumerate() {
             let field = format!("config_home.files[{i}]");
-            check_relative(f.path.get_ref()).map_err(|m| cx.error(f.path.span(), &format!("{field}.path"), m))?;
+            check_relative(f.path.get_ref())
+                .map_err(|m| cx.error(f.path.span(), &format!("{field}.path"), m))?;
             check(&f.path, &format!("{field}.path"), false)?;
             if let Some(modes) = &f.modes {
                 let words = modes.get_ref();
@@ -380,7 +434,8 @@ impl Adapter {
             }
             match (f.format, &f.content) {
                 (FileFormat::Text, toml::Value::String(s)) => {
-                    check_template(s, false).map_err(|m| cx.error(f.path.span(), &format!("{field}.content"), m))?;
+                    check_template(s, false)
+                        .map_err(|m| cx.error(f.path.span(), &format!("{field}.content"), m))?;
                 }
                 (FileFormat::Json | FileFormat::Toml, toml::Value::Table(_)) => {
                     check_value(&f.content, &format!("{field}.content"))
@@ -390,7 +445,14 @@ impl Adapter {
                     return Err(cx.error(
                         f.path.span(),
                         &format!("{field}.content"),
-                        format!("a {format:?} file needs {} content", if format == FileFormat::Text { "string" } else { "table" }),
+                        format!(
+                            "a {format:?} file needs {} content",
+                            if format == FileFormat::Text {
+                                "string"
+                            } else {
+                                "table"
+                            }
+                        ),
                     ));
                 }
             }
@@ -421,7 +483,8 @@ impl Adapter {
             if !l.from.get_ref().starts_with("{home}/") {
                 return Err(cx.error(l.from.span(), &format!("{field}.from"), "a login file is carried over from the person's home: start it with \"{home}/\""));
             }
-            check_relative(l.to.get_ref()).map_err(|m| cx.error(l.to.span(), &format!("{field}.to"), m))?;
+            check_relative(l.to.get_ref())
+                .map_err(|m| cx.error(l.to.span(), &format!("{field}.to"), m))?;
         }
         Ok(())
     }
@@ -435,7 +498,11 @@ impl Adapter {
     }
 
     /// The adapter's fixed environment for a target, platform overrides applied.
-    pub fn env_for(&self, target: sandboxer::Target, as_root: bool) -> BTreeMap<String, Spanned<String>> {
+    pub fn env_for(
+        &self,
+        target: sandboxer::Target,
+        as_root: bool,
+    ) -> BTreeMap<String, Spanned<String>> {
         let mut env = self.env.clone();
         if as_root {
             env.extend(self.env_as_root.clone());
@@ -491,7 +558,10 @@ fn check_relative(p: &str) -> Result<(), String> {
     if p.is_empty() || path.is_absolute() || p.contains('\0') {
         return Err(format!("{p:?} must be a non-empty relative path"));
     }
-    if !path.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+    if !path
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+    {
         return Err(format!("{p:?} must not contain '..' or '.'"));
     }
     Ok(())
@@ -526,11 +596,15 @@ fn parse_template(t: &str) -> Result<Vec<Piece<'_>>, String> {
             out.push(Piece::Lit("}"));
             rest = r;
         } else if let Some(r) = rest.strip_prefix('{') {
-            let end = r.find('}').ok_or_else(|| format!("{t:?}: '{{' without '}}' (write '{{{{' for a brace)"))?;
+            let end = r
+                .find('}')
+                .ok_or_else(|| format!("{t:?}: '{{' without '}}' (write '{{{{' for a brace)"))?;
             out.push(Piece::Var(&r[..end]));
             rest = &r[end + 1..];
         } else if rest.starts_with('}') {
-            return Err(format!("{t:?}: '}}' without '{{' (write '}}}}' for a brace)"));
+            return Err(format!(
+                "{t:?}: '}}' without '{{' (write '}}}}' for a brace)"
+            ));
         } else {
             let end = rest.find(['{', '}']).unwrap_or(rest.len());
             out.push(Piece::Lit(&rest[..end]));
@@ -553,7 +627,11 @@ fn check_template(t: &str, allow_dir: bool) -> Result<(), String> {
                 let names: Vec<_> = VARIABLES.iter().map(|(v, _)| *v).collect();
                 return Err(format!(
                     "unknown placeholder {{{name}}}{}; known: {}",
-                    if name == "dir" { " (only in args.extra_dir)" } else { "" },
+                    if name == "dir" {
+                        " (only in args.extra_dir)"
+                    } else {
+                        ""
+                    },
                     names.join(", ")
                 ));
             }
@@ -585,14 +663,21 @@ impl Vars {
     }
 
     pub fn expand_list(&self, list: Option<&Vec<Spanned<String>>>) -> Result<Vec<String>, String> {
-        list.into_iter().flatten().map(|s| self.expand(s.get_ref())).collect()
+        list.into_iter()
+            .flatten()
+            .map(|s| self.expand(s.get_ref()))
+            .collect()
     }
 
     /// Expands every key and string inside a structured value.
     pub fn expand_value(&self, v: &toml::Value) -> Result<toml::Value, String> {
         Ok(match v {
             toml::Value::String(s) => toml::Value::String(self.expand(s)?),
-            toml::Value::Array(a) => toml::Value::Array(a.iter().map(|x| self.expand_value(x)).collect::<Result<_, _>>()?),
+            toml::Value::Array(a) => toml::Value::Array(
+                a.iter()
+                    .map(|x| self.expand_value(x))
+                    .collect::<Result<_, _>>()?,
+            ),
             toml::Value::Table(t) => {
                 let mut out = toml::map::Map::new();
                 for (k, x) in t {
@@ -610,7 +695,12 @@ impl Vars {
 pub fn load_all(profiles_dir: Option<&Path>) -> Result<Vec<Adapter>, AdapterError> {
     let mut texts: BTreeMap<String, (String, String)> = EMBEDDED
         .iter()
-        .map(|(n, t)| (n.to_string(), (format!("profiles/clis/{n}.toml (embedded)"), t.to_string())))
+        .map(|(n, t)| {
+            (
+                n.to_string(),
+                (format!("profiles/clis/{n}.toml (embedded)"), t.to_string()),
+            )
+        })
         .collect();
     if let Some(dir) = profiles_dir {
         let clis = dir.join("clis");
@@ -636,7 +726,10 @@ pub fn load_all(profiles_dir: Option<&Path>) -> Result<Vec<Adapter>, AdapterErro
                 line: 0,
                 column: 0,
                 field: "name".into(),
-                message: format!("the adapter is named {:?} but its file is {stem}.toml", adapter.name),
+                message: format!(
+                    "the adapter is named {:?} but its file is {stem}.toml",
+                    adapter.name
+                ),
             });
         }
         out.push(adapter);
@@ -669,7 +762,10 @@ pub fn find(adapters: &[Adapter], name: &str) -> Result<Adapter, String> {
 /// Locates the adapter's binary: `$AGENTWORKS_CLI_<NAME>` (upper-case, '-' → '_'), else an
 /// absolute `binary`, else the first match on `PATH`.
 pub fn locate_binary(adapter: &Adapter) -> Option<PathBuf> {
-    let var = format!("AGENTWORKS_CLI_{}", adapter.name.to_ascii_uppercase().replace('-', "_"));
+    let var = format!(
+        "AGENTWORKS_CLI_{}",
+        adapter.name.to_ascii_uppercase().replace('-', "_")
+    );
     if let Some(p) = std::env::var_os(&var).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
@@ -704,7 +800,11 @@ mod tests {
         v.0.insert("home", "/h".into());
         assert_eq!(v.expand("{home}/x{{y}}").unwrap(), "/h/x{y}");
         assert!(v.expand("{runtime}").is_err());
-        assert!(check_template("{nope}", false).unwrap_err().contains("unknown placeholder"));
+        assert!(
+            check_template("{nope}", false)
+                .unwrap_err()
+                .contains("unknown placeholder")
+        );
         assert!(check_template("{dir}", false).is_err());
         assert!(check_template("{dir}", true).is_ok());
         assert!(check_template("{home", false).is_err());
@@ -724,12 +824,22 @@ mod tests {
         assert_eq!((e.line, e.field.as_str()), (12, "args.mcp[0]"), "{e}");
         let e = Adapter::from_toml(&minimal("colour = 1\n"), "t.toml").unwrap_err();
         assert!(e.message.contains("colour"), "{e}");
-        let e = Adapter::from_toml(&minimal("").replace("[\"full\"]", "[\"unconfined\"]"), "t.toml").unwrap_err();
+        let e = Adapter::from_toml(
+            &minimal("").replace("[\"full\"]", "[\"unconfined\"]"),
+            "t.toml",
+        )
+        .unwrap_err();
         assert_eq!(e.field, "modes");
-        let bad_file = format!("{}[[config_home.files]]\npath = \"../x\"\nformat = \"json\"\ncontent = {{}}\n", minimal(""));
+        let bad_file = format!(
+            "{}[[config_home.files]]\npath = \"../x\"\nformat = \"json\"\ncontent = {{}}\n",
+            minimal("")
+        );
         let e = Adapter::from_toml(&bad_file, "t.toml").unwrap_err();
         assert_eq!(e.field, "config_home.files[0].path", "{e}");
-        let bad_login = format!("{}[[config_home.login]]\nfrom = \"/etc/shadow\"\nto = \"x\"\n", minimal(""));
+        let bad_login = format!(
+            "{}[[config_home.login]]\nfrom = \"/etc/shadow\"\nto = \"x\"\n",
+            minimal("")
+        );
         let e = Adapter::from_toml(&bad_login, "t.toml").unwrap_err();
         assert!(e.message.contains("{home}"), "{e}");
     }

@@ -27,7 +27,9 @@ impl std::str::FromStr for Attach {
             Some((id, "rw")) => (id, sandboxer::Access::Rw),
             Some((id, "ro")) => (id, sandboxer::Access::Ro),
             Some((_, other)) => {
-                return Err(format!("--attach {s:?}: unknown access {other:?}; use W, W:ro or W:rw"));
+                return Err(format!(
+                    "--attach {s:?}: unknown access {other:?}; use W, W:ro or W:rw"
+                ));
             }
             None => (s, sandboxer::Access::Ro),
         };
@@ -97,14 +99,16 @@ impl LaunchGrants {
 
     /// Every granted workflow folder (own first), for extra-dir flags and the folder guard.
     pub fn workflow_dirs(&self) -> impl Iterator<Item = &Path> {
-        std::iter::once(self.workflow.as_path()).chain(self.attached.iter().map(|(p, _)| p.as_path()))
+        std::iter::once(self.workflow.as_path())
+            .chain(self.attached.iter().map(|(p, _)| p.as_path()))
     }
 
     /// The policy as TOML text.
     pub fn policy_toml(&self) -> String {
         let mut protected = vec![PathEntry {
             path: self.state_root.clone(),
-            why: "the dispatcher's state root: config.json (server token), auth, other chats".into(),
+            why: "the dispatcher's state root: config.json (server token), auth, other chats"
+                .into(),
         }];
         if !self.docs_root.starts_with(&self.state_root) {
             protected.push(PathEntry {

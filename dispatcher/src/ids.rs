@@ -108,8 +108,8 @@ mod tests {
     fn refuses_hostile_ids() {
         let long = "x".repeat(65);
         for bad in [
-            "", ".", "..", ".hidden", "-flag", "a/b", "a\\b", "a\0b", "a..b", "a b", "a\nb",
-            "ü", &long,
+            "", ".", "..", ".hidden", "-flag", "a/b", "a\\b", "a\0b", "a..b", "a b", "a\nb", "ü",
+            &long,
         ] {
             let e = WorkflowId::new(bad).unwrap_err();
             assert_eq!(e.kind, "workflow");

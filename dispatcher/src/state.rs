@@ -36,7 +36,9 @@ pub enum StateError {
         what: &'static str,
         source: io::Error,
     },
-    #[error("{path} is not a state root: {why} (create one with `dispatcher init --state-root {path}`)")]
+    #[error(
+        "{path} is not a state root: {why} (create one with `dispatcher init --state-root {path}`)"
+    )]
     NotAStateRoot { path: PathBuf, why: String },
     #[error("{path} exists and is not empty but is not a state root; refusing to write into it")]
     NotEmpty { path: PathBuf },
@@ -54,7 +56,9 @@ pub enum StateError {
     UnknownWorkflow(String),
     #[error("{kind} {id:?} already exists")]
     Exists { kind: &'static str, id: String },
-    #[error("no state root given: pass --state-root DIR or set {ENV_STATE_ROOT}, or set HOME for the default")]
+    #[error(
+        "no state root given: pass --state-root DIR or set {ENV_STATE_ROOT}, or set HOME for the default"
+    )]
     NoDefault,
 }
 
@@ -223,7 +227,9 @@ impl StateRoot {
         let config_path = root.join("config.json");
         let cmeta = match fs::symlink_metadata(&config_path) {
             Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not("it has no config.json")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(not("it has no config.json"));
+            }
             Err(e) => return Err(io_err(&config_path, "cannot inspect")(e)),
         };
         if !cmeta.is_file() {
@@ -244,12 +250,11 @@ impl StateRoot {
         File::open(&config_path)
             .and_then(|mut f| f.read_to_string(&mut text))
             .map_err(io_err(&config_path, "cannot read"))?;
-        let config: Config =
-            serde_json::from_str(&text).map_err(|e| StateError::BadConfig {
-                path: config_path.clone(),
-                field: format!("line {} column {}", e.line(), e.column()),
-                why: e.to_string(),
-            })?;
+        let config: Config = serde_json::from_str(&text).map_err(|e| StateError::BadConfig {
+            path: config_path.clone(),
+            field: format!("line {} column {}", e.line(), e.column()),
+            why: e.to_string(),
+        })?;
         if config.kind != KIND {
             return Err(not("config.json is not a state root's (wrong kind)"));
         }
@@ -446,7 +451,8 @@ fn check_owner(path: &Path, meta: &fs::Metadata) -> Result<(), StateError> {
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<(), StateError> {
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io_err(path, "cannot chmod"))
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(io_err(path, "cannot chmod"))
 }
 
 fn create_new_dir(dir: &Path, kind: &'static str, id: &str) -> Result<(), StateError> {
@@ -465,7 +471,10 @@ fn create_new_dir(dir: &Path, kind: &'static str, id: &str) -> Result<(), StateE
 /// the old file or the new one, never a mix.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     let result = (|| {
         let mut f = OpenOptions::new()
@@ -521,14 +530,26 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let file = d.path().join("file");
         fs::write(&file, "x").unwrap();
-        assert!(matches!(StateRoot::open(&file), Err(StateError::NotAStateRoot { .. })));
-        assert!(matches!(StateRoot::init(&file, None), Err(StateError::NotAStateRoot { .. })));
+        assert!(matches!(
+            StateRoot::open(&file),
+            Err(StateError::NotAStateRoot { .. })
+        ));
+        assert!(matches!(
+            StateRoot::init(&file, None),
+            Err(StateError::NotAStateRoot { .. })
+        ));
 
         let busy = d.path().join("busy");
         fs::create_dir(&busy).unwrap();
         fs::write(busy.join("notes.txt"), "mine").unwrap();
-        assert!(matches!(StateRoot::init(&busy, None), Err(StateError::NotEmpty { .. })));
-        assert!(matches!(StateRoot::open(&busy), Err(StateError::NotAStateRoot { .. })));
+        assert!(matches!(
+            StateRoot::init(&busy, None),
+            Err(StateError::NotEmpty { .. })
+        ));
+        assert!(matches!(
+            StateRoot::open(&busy),
+            Err(StateError::NotAStateRoot { .. })
+        ));
         assert_eq!(fs::read_dir(&busy).unwrap().count(), 1, "nothing written");
 
         assert!(matches!(
@@ -552,8 +573,17 @@ mod tests {
         let (s, _) = StateRoot::init(d.path(), None).unwrap();
         let c = ChatId::new("c1").unwrap();
         let w = WorkflowId::new("w1").unwrap();
-        assert!(matches!(s.require_chat(&c), Err(StateError::UnknownChat(_))));
-        s.add_chat(&c, &ChatSettings { mode: "auto".into() }).unwrap();
+        assert!(matches!(
+            s.require_chat(&c),
+            Err(StateError::UnknownChat(_))
+        ));
+        s.add_chat(
+            &c,
+            &ChatSettings {
+                mode: "auto".into(),
+            },
+        )
+        .unwrap();
         s.add_workflow(&w).unwrap();
         s.require_chat(&c).unwrap();
         s.require_workflow(&w).unwrap();

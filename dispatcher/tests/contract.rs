@@ -50,7 +50,9 @@ fn user_exists() -> bool {
 }
 
 /// One contract run at a time, across test processes.
-struct Serial(fs::File);
+struct Serial {
+    _lock: fs::File,
+}
 
 fn serial() -> Serial {
     let f = fs::OpenOptions::new()
@@ -61,7 +63,7 @@ fn serial() -> Serial {
         .unwrap();
     // SAFETY: flock on a descriptor we own; released when the file is closed.
     assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
-    Serial(f)
+    Serial { _lock: f }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

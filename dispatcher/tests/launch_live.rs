@@ -73,7 +73,10 @@ impl World {
                 }
             },
         };
-        let tmp = tempfile::Builder::new().prefix("aw-launch-").tempdir_in("/tmp").unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("aw-launch-")
+            .tempdir_in("/tmp")
+            .unwrap();
         fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
         let root = tmp.path().to_path_buf();
         let bin = root.join("bin");
@@ -131,7 +134,14 @@ impl World {
             Who::Root => Command::new(program),
             Who::User => {
                 let mut c = Command::new("setpriv");
-                c.args(["--reuid", TEST_USER, "--regid", TEST_USER, "--init-groups", "--"]);
+                c.args([
+                    "--reuid",
+                    TEST_USER,
+                    "--regid",
+                    TEST_USER,
+                    "--init-groups",
+                    "--",
+                ]);
                 c.arg(program);
                 c
             }
@@ -157,15 +167,31 @@ impl World {
     }
 
     fn as_runner(&self, script: &str) {
-        let out = self.command("/bin/sh").args(["-c", script]).output().unwrap();
+        let out = self
+            .command("/bin/sh")
+            .args(["-c", script])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{script}: {}", text(&out));
     }
 
     /// Runs a shell script as the `sh` CLI inside chat-1's full-mode launch.
     fn inside(&self, script: &str) -> Output {
         self.dispatcher(&[
-            "launch", "--cli", "sh", "--chat", "chat-1", "--workflow", "wf-main", "--attach",
-            "wf-ref", "--mode", "full", "--", "-c", script,
+            "launch",
+            "--cli",
+            "sh",
+            "--chat",
+            "chat-1",
+            "--workflow",
+            "wf-main",
+            "--attach",
+            "wf-ref",
+            "--mode",
+            "full",
+            "--",
+            "-c",
+            script,
         ])
     }
 }
@@ -250,7 +276,11 @@ fn owner_cases(who: Who) {
     assert!(!w.state.join("workspace-docs/wf-main/workflow.db").exists());
     assert!(w.state.join("workspace-docs/wf-main/out.md").exists());
     // The positive control for the markers: outside the sandbox they are readable.
-    let plain = w.command("/bin/cat").arg(w.state.join("state/auth/login.json")).output().unwrap();
+    let plain = w
+        .command("/bin/cat")
+        .arg(w.state.join("state/auth/login.json"))
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&plain.stdout).contains(MARKER));
 }
 
@@ -290,8 +320,19 @@ fn owner_cases_in_the_macos_profile() {
     run(&["chat", "add", "chat-1"]);
     let out = tmp.path().join("chat.sb");
     run(&[
-        "profile", "--cli", "sh", "--chat", "chat-1", "--workflow", "wf-main", "--target-os",
-        "macos", "--user", "ada", "--out", out.to_str().unwrap(),
+        "profile",
+        "--cli",
+        "sh",
+        "--chat",
+        "chat-1",
+        "--workflow",
+        "wf-main",
+        "--target-os",
+        "macos",
+        "--user",
+        "ada",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     let profile = sbpl::parse(&fs::read_to_string(&out).unwrap(), &BTreeMap::new()).unwrap();
     let sr = fs::canonicalize(&state).unwrap();
@@ -300,15 +341,37 @@ fn owner_cases_in_the_macos_profile() {
     // The kernel resolves `..` before Seatbelt sees a path; so does the query.
     let check = |op: &str, p: PathBuf, want: Outcome| {
         let p = sandboxer::paths::normalize(&p).unwrap();
-        let got = profile.evaluate(op, &Query::Path { path: &p, vnode: None });
+        let got = profile.evaluate(
+            op,
+            &Query::Path {
+                path: &p,
+                vnode: None,
+            },
+        );
         assert_eq!(got.outcome, want, "{op} {}: {}", p.display(), got.why);
     };
     check("file-write-data", runtime.join("own.txt"), Outcome::Allow);
-    check("file-read-data", runtime.join("../chat-2/secret.txt"), Outcome::Deny);
+    check(
+        "file-read-data",
+        runtime.join("../chat-2/secret.txt"),
+        Outcome::Deny,
+    );
     check("file-read-data", sr.join("config.json"), Outcome::Deny);
-    check("file-read-data", sr.join("state/auth/login.json"), Outcome::Deny);
-    check("file-write-create", sr.join("state/cli-runtimes/v1/beside.txt"), Outcome::Deny);
-    check("file-read-data", PathBuf::from("/Users/ada/notes.txt"), Outcome::Allow);
+    check(
+        "file-read-data",
+        sr.join("state/auth/login.json"),
+        Outcome::Deny,
+    );
+    check(
+        "file-write-create",
+        sr.join("state/cli-runtimes/v1/beside.txt"),
+        Outcome::Deny,
+    );
+    check(
+        "file-read-data",
+        PathBuf::from("/Users/ada/notes.txt"),
+        Outcome::Allow,
+    );
     let sock = sr.join("state/cli-runtimes/v1/chat-2/bridge.sock");
     let got = profile.evaluate("network-outbound", &Query::UnixSocket(&sock));
     assert_eq!(got.outcome, Outcome::Deny, "{}", got.why);
@@ -332,20 +395,110 @@ fn bad_input_is_refused_and_changes_nothing() {
     assert!(d(&["workflow", "add", "w"]).status.success());
     assert!(d(&["chat", "add", "c"]).status.success());
     let snapshot = || {
-        let out = Command::new("find").arg(&state).arg("-printf").arg("%p %s\n").output().unwrap();
-        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect();
+        let out = Command::new("find")
+            .arg(&state)
+            .arg("-printf")
+            .arg("%p %s\n")
+            .output()
+            .unwrap();
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect();
         lines.sort();
         lines
     };
     let before = snapshot();
     let cases: &[(&[&str], &str)] = &[
-        (&["launch", "--cli", "nope", "--chat", "c", "--workflow", "w", "--dry-run"], "unknown CLI \"nope\""),
-        (&["launch", "--cli", "claude", "--chat", "zz", "--workflow", "w"], "unknown chat \"zz\""),
-        (&["launch", "--cli", "claude", "--chat", "c", "--workflow", "zz"], "unknown workflow \"zz\""),
-        (&["launch", "--cli", "claude", "--chat", "../c", "--workflow", "w"], "invalid chat id"),
-        (&["launch", "--cli", "claude", "--chat", "c", "--workflow", ".w"], "invalid workflow id"),
-        (&["launch", "--cli", "claude", "--chat", "c", "--workflow", "w", "--attach", "w2:rwx"], "unknown access"),
-        (&["launch", "--cli", "claude", "--chat", "c", "--workflow", "w", "--mode", "unconfined"], "--mode"),
+        (
+            &[
+                "launch",
+                "--cli",
+                "nope",
+                "--chat",
+                "c",
+                "--workflow",
+                "w",
+                "--dry-run",
+            ],
+            "unknown CLI \"nope\"",
+        ),
+        (
+            &[
+                "launch",
+                "--cli",
+                "claude",
+                "--chat",
+                "zz",
+                "--workflow",
+                "w",
+            ],
+            "unknown chat \"zz\"",
+        ),
+        (
+            &[
+                "launch",
+                "--cli",
+                "claude",
+                "--chat",
+                "c",
+                "--workflow",
+                "zz",
+            ],
+            "unknown workflow \"zz\"",
+        ),
+        (
+            &[
+                "launch",
+                "--cli",
+                "claude",
+                "--chat",
+                "../c",
+                "--workflow",
+                "w",
+            ],
+            "invalid chat id",
+        ),
+        (
+            &[
+                "launch",
+                "--cli",
+                "claude",
+                "--chat",
+                "c",
+                "--workflow",
+                ".w",
+            ],
+            "invalid workflow id",
+        ),
+        (
+            &[
+                "launch",
+                "--cli",
+                "claude",
+                "--chat",
+                "c",
+                "--workflow",
+                "w",
+                "--attach",
+                "w2:rwx",
+            ],
+            "unknown access",
+        ),
+        (
+            &[
+                "launch",
+                "--cli",
+                "claude",
+                "--chat",
+                "c",
+                "--workflow",
+                "w",
+                "--mode",
+                "unconfined",
+            ],
+            "--mode",
+        ),
         (&["chat", "add", "a/b"], "invalid chat id"),
         (&["workflow", "add", "x y"], "invalid workflow id"),
     ];
@@ -355,22 +508,40 @@ fn bad_input_is_refused_and_changes_nothing() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{args:?}: expected {want:?} in:\n{err}");
     }
-    assert_eq!(snapshot(), before, "a refused command wrote into the state root");
+    assert_eq!(
+        snapshot(),
+        before,
+        "a refused command wrote into the state root"
+    );
 
     // A state root that is a file, or someone's folder with content: refused, untouched.
     let file = tmp.path().join("file");
     fs::write(&file, "mine").unwrap();
-    let out = Command::new(dispatcher_bin()).arg("--state-root").arg(&file).args(["chat", "list"]).output().unwrap();
+    let out = Command::new(dispatcher_bin())
+        .arg("--state-root")
+        .arg(&file)
+        .args(["chat", "list"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a state root"));
     let folder = tmp.path().join("docs");
     fs::create_dir(&folder).unwrap();
     fs::write(folder.join("essay.txt"), "mine").unwrap();
     for args in [&["init"][..], &["chat", "add", "c"][..]] {
-        let out = Command::new(dispatcher_bin()).arg("--state-root").arg(&folder).args(args).output().unwrap();
+        let out = Command::new(dispatcher_bin())
+            .arg("--state-root")
+            .arg(&folder)
+            .args(args)
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     }
-    assert_eq!(fs::read_dir(&folder).unwrap().count(), 1, "nothing written into the folder");
+    assert_eq!(
+        fs::read_dir(&folder).unwrap().count(),
+        1,
+        "nothing written into the folder"
+    );
 
     // An adapter with an error names file, line and field; nothing is written.
     let profiles = tmp.path().join("profiles");
@@ -390,7 +561,10 @@ fn bad_input_is_refused_and_changes_nothing() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("sh.toml:") && err.contains("args.full[0]") && err.contains("{secret}"), "{err}");
+    assert!(
+        err.contains("sh.toml:") && err.contains("args.full[0]") && err.contains("{secret}"),
+        "{err}"
+    );
     assert_eq!(snapshot(), before);
 }
 
@@ -404,19 +578,43 @@ fn real_clis_start_confined() {
         unavailable("the real CLIs are not installed: run scripts/install-clis.sh");
         return;
     }
-    let Some(w) = World::new(Who::Root) else { return };
+    let Some(w) = World::new(Who::Root) else {
+        return;
+    };
     // The person's own MCP servers, which must never reach a chat.
     fs::create_dir_all(w.home.join(".codex")).unwrap();
-    fs::write(w.home.join(".codex/config.toml"), "[mcp_servers.personal]\ncommand = \"/bin/false\"\n").unwrap();
-    fs::write(w.home.join(".claude.json"), r#"{"mcpServers":{"personal":{"command":"/bin/false"}}}"#).unwrap();
-    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", fs::canonicalize(&clis).unwrap().display());
+    fs::write(
+        w.home.join(".codex/config.toml"),
+        "[mcp_servers.personal]\ncommand = \"/bin/false\"\n",
+    )
+    .unwrap();
+    fs::write(
+        w.home.join(".claude.json"),
+        r#"{"mcpServers":{"personal":{"command":"/bin/false"}}}"#,
+    )
+    .unwrap();
+    let path = format!(
+        "{}:/usr/local/bin:/usr/bin:/bin",
+        fs::canonicalize(&clis).unwrap().display()
+    );
     let launch = |cli: &str, args: &[&str]| {
         let out = w
             .command(w.bin.join("dispatcher"))
             .env("PATH", &path)
             .arg("--state-root")
             .arg(&w.state)
-            .args(["launch", "--cli", cli, "--chat", "chat-1", "--workflow", "wf-main", "--mode", "full", "--"])
+            .args([
+                "launch",
+                "--cli",
+                cli,
+                "--chat",
+                "chat-1",
+                "--workflow",
+                "wf-main",
+                "--mode",
+                "full",
+                "--",
+            ])
             .args(args)
             .output()
             .unwrap();
@@ -438,22 +636,47 @@ fn real_clis_start_confined() {
     let runtime = w.state.join("state/cli-runtimes/v1/chat-1");
     // Each reads its private config home: what it reports comes from there.
     let codex = launch("codex", &["mcp", "list"]);
-    assert!(codex.contains("agentworks") && !codex.contains("personal"), "{codex}");
+    assert!(
+        codex.contains("agentworks") && !codex.contains("personal"),
+        "{codex}"
+    );
     let claude = launch("claude", &["mcp", "list"]);
     assert!(!claude.contains("personal"), "{claude}");
     let gemini = launch("gemini", &["--list-extensions"]);
-    assert!(gemini.contains(&runtime.join("cli-home/gemini").display().to_string()), "{gemini}");
+    assert!(
+        gemini.contains(&runtime.join("cli-home/gemini").display().to_string()),
+        "{gemini}"
+    );
 
     // The private config homes: pre-trusted, and the bridge as the only MCP server.
     let codex_cfg = fs::read_to_string(runtime.join("cli-home/codex/config.toml")).unwrap();
-    assert!(codex_cfg.contains("trust_level = \"trusted\""), "{codex_cfg}");
+    assert!(
+        codex_cfg.contains("trust_level = \"trusted\""),
+        "{codex_cfg}"
+    );
     assert_eq!(codex_cfg.matches("[mcp_servers.").count(), 1, "{codex_cfg}");
     assert!(codex_cfg.contains("[mcp_servers.agentworks]"));
     let claude_json = fs::read_to_string(runtime.join("cli-home/claude/.claude.json")).unwrap();
-    assert!(claude_json.contains("hasTrustDialogAccepted"), "{claude_json}");
-    let claude_mcp: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(runtime.join("cli-home/claude/mcp.json")).unwrap()).unwrap();
-    assert_eq!(claude_mcp["mcpServers"].as_object().unwrap().keys().collect::<Vec<_>>(), ["agentworks"]);
-    let trusted = fs::read_to_string(runtime.join("cli-home/gemini/.gemini/trustedFolders.json")).unwrap();
-    assert!(trusted.contains(&runtime.display().to_string()), "{trusted}");
+    assert!(
+        claude_json.contains("hasTrustDialogAccepted"),
+        "{claude_json}"
+    );
+    let claude_mcp: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(runtime.join("cli-home/claude/mcp.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        claude_mcp["mcpServers"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["agentworks"]
+    );
+    let trusted =
+        fs::read_to_string(runtime.join("cli-home/gemini/.gemini/trustedFolders.json")).unwrap();
+    assert!(
+        trusted.contains(&runtime.display().to_string()),
+        "{trusted}"
+    );
 }

@@ -46,6 +46,11 @@ case "$action" in
     trap 'echo got-term; exit 7' TERM
     while :; do echo . >> "$1"; sleep 0.05; done
     ;;
+  idle)
+    # Waits quietly until stopped.
+    trap 'kill $! 2>/dev/null; echo got-term; exit 7' TERM
+    sleep 600 & wait
+    ;;
   args)
     for a in "$@"; do echo "arg[$a]"; done
     ;;
@@ -1215,15 +1220,13 @@ fn load_concurrent_launches_and_bridge_calls() {
         std::fs::write(w.workflow_dir("w1").join(format!("{c}.txt")), format!("content of {c}")).unwrap();
     }
     let srv = w.serve();
-    let base = w.base();
 
     let t0 = Instant::now();
     let launches: Vec<_> = chats
         .iter()
         .map(|c| {
             let (port, token) = (srv.port, w.token.clone());
-            let body = json!({"cli":"fake","chat":c,"workflow":"w1","mode":"bridge-only",
-                              "cli_args":["hold", base.join(format!("hb-{c}")).display().to_string()]})
+            let body = json!({"cli":"fake","chat":c,"workflow":"w1","mode":"bridge-only","cli_args":["idle"]})
                 .to_string();
             std::thread::spawn(move || {
                 let t = Instant::now();

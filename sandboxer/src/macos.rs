@@ -100,7 +100,12 @@ mod tests {
     fn only_a_single_user_mac_with_sandbox_exec_confines() {
         assert!(facts(true, Some(&["ada"])).can_confine().is_ok());
         assert!(facts(false, Some(&["ada"])).can_confine().is_err());
-        assert!(facts(true, Some(&["ada", "bob"])).can_confine().unwrap_err().contains("bob"));
+        assert!(
+            facts(true, Some(&["ada", "bob"]))
+                .can_confine()
+                .unwrap_err()
+                .contains("bob")
+        );
         assert!(facts(true, None).can_confine().is_err());
     }
 }

@@ -98,30 +98,24 @@ fn names(b: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|name| !name.is_empty() && *name != b".")
 }
 
-/// [`is_clean`] for an absolute path's bytes, written without early exits so that it compiles
-/// to vector instructions: no slash may be followed by another, by `.` or by `..` (each then
-/// followed by a slash or the end), and none may end the path (but the root's).
+/// [`is_clean`] for an absolute path's bytes: every name (after each slash) is neither empty,
+/// `.` nor `..`, and no slash ends the path (but the root's).
 fn plain(b: &[u8]) -> bool {
-    let n = b.len();
-    if n > 1 && b[n - 1] == b'/' {
-        return false;
+    if b.len() == 1 {
+        return true;
     }
-    // Whether a slash at `c` begins an empty, `.` or `..` name, given the three bytes after it
-    // (the end reads as a slash).
-    let odd = |c: u8, d: u8, e: u8, f: u8| {
-        (c == b'/') & ((d == b'/') | ((d == b'.') & ((e == b'/') | ((e == b'.') & (f == b'/')))))
-    };
-    let mut bad = false;
-    for w in b.windows(4) {
-        bad |= odd(w[0], w[1], w[2], w[3]);
+    let mut slash = 0;
+    loop {
+        match &b[slash + 1..] {
+            [] | [b'/', ..] | [b'.'] | [b'.', b'/', ..] | [b'.', b'.'] | [b'.', b'.', b'/', ..] => {
+                return false;
+            }
+            name => match name.iter().position(|&c| c == b'/') {
+                Some(len) => slash += 1 + len,
+                None => return true,
+            },
+        }
     }
-    // The slashes too close to the end for a window of four; the last byte is no slash here
-    // (but the root's).
-    for i in n.saturating_sub(3)..n.saturating_sub(1) {
-        let at = |k: usize| b.get(i + k).copied().unwrap_or(b'/');
-        bad |= odd(b[i], at(1), at(2), at(3));
-    }
-    !bad
 }
 
 /// Resolves symlinks in the longest existing prefix of `path` and appends the rest as is, so a

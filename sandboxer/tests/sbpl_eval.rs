@@ -562,7 +562,8 @@ fn explain_reports_parse_errors_with_file_line_and_column() {
 }
 
 #[test]
-fn explain_policy_form_is_the_reference_decide() {
+fn explain_policy_form_answers_through_the_backend() {
+    // Linux: the plan chosen for this machine answers, checked against the reference.
     let (code, out, err) = explain(&[
         "--target",
         "linux",
@@ -576,10 +577,25 @@ fn explain_policy_form_is_the_reference_decide() {
     assert_eq!(code, 1, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["outcome"], "deny");
-    assert!(
-        v["why"].as_str().unwrap().starts_with("reference decide: "),
-        "{v}"
-    );
+    let why = v["why"].as_str().unwrap();
+    assert!(why.contains("reference decide: deny"), "{v}");
+    assert!(why.starts_with("Linux ") || why.starts_with("no Linux plan"), "{v}");
+    // macOS: the rendered profile answers, with the deciding rule.
+    let (code, out, err) = explain(&[
+        "--target",
+        "macos",
+        "--home",
+        "/Users/ada",
+        "--op",
+        "write",
+        "/Users/ada/projects/x.rs",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["outcome"], "allow");
+    assert!(v["rule"]["line"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["why"].as_str().unwrap().starts_with("rendered Seatbelt profile"), "{v}");
     // The two forms exclude each other.
     let codex = fixture_path("codex_like.sb");
     let (code, _, _) = explain(&[

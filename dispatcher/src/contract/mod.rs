@@ -1246,3 +1246,181 @@ fn render_macos(policy_text: &str, home: &Path, policy_path: &Path) -> Result<St
             .map_err(|e| e.to_string())?;
     sandboxer::seatbelt::render(&policy).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(tmp: &Path) -> Options {
+        Options {
+            clis: Vec::new(),
+            chat: true,
+            steps: true,
+            live: false,
+            keep: false,
+            profiles_dir: None,
+            queries_dir: None,
+            tmp_dir: Some(tmp.to_path_buf()),
+            dispatcher: PathBuf::from("/nonexistent/dispatcher"),
+            mutation: None,
+            harness: None,
+        }
+    }
+
+    #[test]
+    fn the_embedded_queries_cover_the_contract() {
+        let t = tempfile::tempdir().unwrap();
+        let sets = load_sets(&options(t.path())).unwrap();
+        let names: Vec<&str> = sets.chat.iter().map(|p| p.name.as_str()).collect();
+        for must in [
+            "home-read",
+            "home-write",
+            "runtime-write",
+            "workflow-write",
+            "attached-read",
+            "attached-write",
+            "other-workflow-read",
+            "other-workflow-write",
+            "other-runtime-read",
+            "other-runtime-read-dotdot",
+            "config-json-read",
+            "auth-read",
+            "personal-mcp-read",
+            "events-db-read",
+            "beside-runtimes-create",
+            "plan-json-read",
+            "workflow-db-read",
+            "absent-plan-json-create",
+            "absent-workflow-db-create",
+            "exec-open",
+            "exec-osascript",
+            "exec-osacompile",
+            "exec-automator",
+            "exec-shortcuts",
+            "copied-open",
+            "apple-event",
+            "launchservices-lookup",
+            "session-bus",
+            "tmux-server",
+            "abstract-socket",
+            "signal-outside",
+            "ptrace-outside",
+            "proc-root-outside",
+            "proc-environ-outside",
+            "tiocsti-inherited-terminal",
+        ] {
+            assert!(names.contains(&must), "the chat contract lacks {must}");
+        }
+        assert!(!sets.steps.is_empty());
+        // Every probe decides on at least one platform, with a reason.
+        for p in sets.chat.iter().chain(&sets.steps) {
+            assert!(p.linux.is_some() || p.macos.is_some(), "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn the_harness_reads_what_the_runner_loads() {
+        // The harness checks variables against the vars file: the runner's vars define every
+        // variable of the vocabulary, for every launch it describes.
+        let t = tempfile::tempdir().unwrap();
+        let layout = Layout::create(Some(t.path()), false).unwrap();
+        for v in [Variant::Chat, Variant::AgentStep, Variant::ScriptedStep] {
+            let vars = layout.vars(v, None);
+            for var in vars::VARIABLES {
+                assert!(
+                    vars.contains_key(var.name),
+                    "{} has no value for {:?}",
+                    var.name,
+                    v
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn preparing_refuses_probes_that_would_disturb_each_other() {
+        let t = tempfile::tempdir().unwrap();
+        let mut layout = Layout::create(Some(t.path()), false).unwrap();
+        let mut listeners =
+            fixture::Listeners::new(&format!("aw-test-{}", layout.invocation)).unwrap();
+        let vars = layout.vars(Variant::Chat, None);
+        let load = |body: &str| {
+            probe::load(&format!("version = 1\n{body}"), "t.toml", &|v| {
+                vars::known(Kind::Chat, v)
+            })
+            .unwrap()
+        };
+
+        let ps = load(
+            "[[probe]]\nname = \"a\"\nop = \"read\"\ntarget = \"{home}/x\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
+             [[probe]]\nname = \"b\"\nop = \"create\"\ntarget = \"{home}/x\"\nlinux = { expect = \"allow\", why = \"w\" }\n",
+        );
+        let rs: Vec<Resolved<'_>> = ps
+            .iter()
+            .map(|p| Resolved::new(p, &vars, "r1").unwrap())
+            .collect();
+        let e = layout.prepare(&rs, &mut listeners).unwrap_err().to_string();
+        assert!(
+            e.contains("needs") && e.contains("give one of them another path"),
+            "{e}"
+        );
+
+        let ps = load(
+            "[[probe]]\nname = \"a\"\nop = \"read\"\ntarget = \"{home}/y\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
+             [[probe]]\nname = \"b\"\nop = \"delete\"\ntarget = \"{home}/y\"\nlinux = { expect = \"allow\", why = \"w\" }\n",
+        );
+        let rs: Vec<Resolved<'_>> = ps
+            .iter()
+            .map(|p| Resolved::new(p, &vars, "r1").unwrap())
+            .collect();
+        let e = layout.prepare(&rs, &mut listeners).unwrap_err().to_string();
+        assert!(
+            e.contains("b removes, moves or makes") && e.contains("a also use"),
+            "{e}"
+        );
+
+        // A path outside the temporary folder is never planted: left to the evaluator.
+        let ps = load(
+            "[[probe]]\nname = \"c\"\nop = \"read\"\ntarget = \"/etc/hostname\"\nmacos = { expect = \"allow\", why = \"w\" }\n",
+        );
+        let rs: Vec<Resolved<'_>> = ps
+            .iter()
+            .map(|p| Resolved::new(p, &vars, "r1").unwrap())
+            .collect();
+        let skipped = layout.prepare(&rs, &mut listeners).unwrap();
+        assert!(
+            skipped["c"].contains("outside the runner's temporary folder"),
+            "{skipped:?}"
+        );
+
+        // Planting: a file with a marker, an absent path, a folder with a marker entry.
+        let ps = load(
+            "[[probe]]\nname = \"r\"\nop = \"read\"\ntarget = \"{home}/deep/r.txt\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
+             [[probe]]\nname = \"c\"\nop = \"create\"\ntarget = \"{home}/made.txt\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
+             [[probe]]\nname = \"l\"\nop = \"list\"\ntarget = \"{home}/dir\"\nlinux = { expect = \"allow\", why = \"w\" }\n",
+        );
+        std::fs::write(layout.home.join("made.txt"), "left over").unwrap();
+        let rs: Vec<Resolved<'_>> = ps
+            .iter()
+            .map(|p| Resolved::new(p, &vars, "r1").unwrap())
+            .collect();
+        assert!(layout.prepare(&rs, &mut listeners).unwrap().is_empty());
+        let r = layout.home.join("deep/r.txt");
+        let marker = layout.marker_for(&r).unwrap().to_string();
+        assert_eq!(std::fs::read_to_string(&r).unwrap(), format!("{marker}\n"));
+        assert!(!layout.home.join("made.txt").exists());
+        let dir = layout.home.join("dir");
+        assert!(dir.join(layout.marker_for(&dir).unwrap()).exists());
+        // The product's own secret is its marker, and is never printed.
+        let config = layout.state.config_json();
+        assert_eq!(
+            layout.marker_for(&config),
+            Some(layout.state.config().server_token.as_str())
+        );
+        assert!(
+            !layout
+                .marker_label(&layout.state.config().server_token)
+                .contains(&layout.state.config().server_token)
+        );
+    }
+}

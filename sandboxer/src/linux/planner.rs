@@ -31,7 +31,7 @@ use crate::linux::plan::{
     Absent, Facts, FsRight, Gap, LandlockPlan, LandlockRule, MountStep, Plan, Shape,
 };
 use crate::paths::{normalize, same, strictly_within, within};
-use crate::policy::{Access, Base, Enforce, Op, Policy, Reason, Verdict};
+use crate::policy::{Access, Base, Decision, Enforce, Op, Policy, Reason, Verdict};
 use crate::target::Target;
 
 /// The origin file name the loader gives ways-out entries (`load.rs`).
@@ -491,8 +491,9 @@ impl Ops {
     const NONE: Ops = Ops(0);
     const ALL: Ops = Ops(u8::MAX);
 
-    fn bit(op: Op) -> u8 {
-        1 << match op {
+    /// The position of `op` in [`Op::ALL`].
+    fn index(op: Op) -> usize {
+        match op {
             Op::Read => 0,
             Op::List => 1,
             Op::Write => 2,
@@ -503,11 +504,44 @@ impl Ops {
             Op::ConnectUnix => 7,
         }
     }
+    fn bit(op: Op) -> u8 {
+        1 << Ops::index(op)
+    }
     fn has(self, op: Op) -> bool {
         self.0 & Ops::bit(op) != 0
     }
     fn with(self, op: Op) -> Ops {
         Ops(self.0 | Ops::bit(op))
+    }
+}
+
+// ---- the policy's decisions, remembered ---------------------------------------------------
+
+/// [`Policy::decide`], remembered per path and operation: the planner and its self-check
+/// ask about the same few paths many times over.
+pub static HITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+pub static MISSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+struct Decisions<'a> {
+    policy: &'a Policy,
+    memo: HashMap<PathBuf, [Option<Decision>; 8]>,
+}
+
+impl<'a> Decisions<'a> {
+    fn new(policy: &'a Policy) -> Decisions<'a> {
+        Decisions {
+            policy,
+            memo: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, op: Op, q: &Path) -> &Decision {
+        let policy = self.policy;
+        HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !self.memo.contains_key(q) {
+            self.memo.insert(q.to_path_buf(), Default::default());
+        }
+        let slots = self.memo.get_mut(q).expect("inserted above");
+        slots[Ops::index(op)].get_or_insert_with(|| { MISSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed); policy.decide(op, q)})
     }
 }
 
@@ -530,6 +564,7 @@ struct Planner<'a> {
     children: Children,
     /// What Landlock must allow at each path asked about (see [`Planner::targets`]).
     targets: HashMap<PathBuf, Ops>,
+    decisions: Decisions<'a>,
     memo: HashMap<PathBuf, (Rights, Rights, Rights)>,
     rules: Vec<LandlockRule>,
     /// Indices of rules put on an entry beside a rule path (hole punching).
@@ -557,6 +592,7 @@ impl<'a> Planner<'a> {
                 Rights::of(&FsRight::known_at(abi))
             },
             targets: HashMap::new(),
+            decisions: Decisions::new(policy),
             memo: HashMap::new(),
             rules: Vec::new(),
             sibling_rules: BTreeSet::new(),
@@ -591,7 +627,12 @@ impl<'a> Planner<'a> {
             absent: self.absent.values().cloned().collect(),
             gaps: Vec::new(),
         };
-        let gaps = analyze(&plan, self.policy, &self.sibling_rules, self.fs)?;
+        let gaps = analyze(
+            &plan,
+            &mut self.decisions,
+            &self.sibling_rules,
+            self.fs,
+        )?;
         Ok(Plan { gaps, ..plan })
     }
 
@@ -831,7 +872,7 @@ impl<'a> Planner<'a> {
         t
     }
 
-    fn compute_targets(&self, q: &Path) -> Ops {
+    fn compute_targets(&mut self, q: &Path) -> Ops {
         if self.dont_care.iter().any(|w| within(q, w)) {
             return Ops::ALL;
         }
@@ -839,18 +880,18 @@ impl<'a> Planner<'a> {
             Shape::Masks => governing(&self.mounts, q),
             Shape::LandlockOnly => None,
         };
-        let mut write_allowed: Option<bool> = None;
         let mut out = Ops::NONE;
         for op in Op::ALL {
             if mask.is_some() && !mask_verdict(mask, op, q).0 {
                 out = out.with(op);
                 continue;
             }
-            let d = self.policy.decide(op, q);
-            let ok = match d.reason {
-                Reason::Ancestor { .. } => *write_allowed
-                    .get_or_insert_with(|| self.policy.decide(Op::Write, q).allowed()),
-                _ => d.allowed(),
+            let ok = match self.decisions.get(op, q) {
+                Decision {
+                    reason: Reason::Ancestor { .. },
+                    ..
+                } => self.decisions.get(Op::Write, q).allowed(),
+                d => d.allowed(),
             };
             if ok {
                 out = out.with(op);
@@ -1700,7 +1741,7 @@ fn classify_decided(
     op: Op,
     path: &Path,
     pd: &PlanDecision,
-    qd: &crate::policy::Decision,
+    qd: &Decision,
 ) -> Option<GapKind> {
     if pd.verdict == qd.verdict {
         return None;
@@ -1802,10 +1843,11 @@ fn late_entry(plan: &Plan, q: &Path) -> bool {
 /// distinguish) and adds the gaps no path operation can show.
 fn analyze(
     plan: &Plan,
-    policy: &Policy,
+    decisions: &mut Decisions,
     sibling_rules: &BTreeSet<usize>,
     fs: &dyn FsView,
 ) -> Result<Vec<Gap>, PlanError> {
+    let policy = decisions.policy;
     let mut points = policy_points(policy);
     points.extend(plan.mounts.iter().map(|m| m.path().to_path_buf()));
     points.extend(plan.absent.iter().map(|a| a.path.clone()));
@@ -1847,8 +1889,8 @@ fn analyze(
     for q in &reps {
         let plan_says = plan.decide_all(q);
         for (op, pd) in Op::ALL.into_iter().zip(&plan_says) {
-            let qd = policy.decide(op, q);
-            if let Some(kind) = classify_decided(plan, policy, op, q, pd, &qd) {
+            let qd = decisions.get(op, q);
+            if let Some(kind) = classify_decided(plan, policy, op, q, pd, qd) {
                 found.entry(kind).or_default().insert(q.clone());
             }
         }
@@ -1973,7 +2015,8 @@ mod tests {
     fn ops_have_a_bit_each() {
         let all = Op::ALL.into_iter().fold(Ops::NONE, Ops::with);
         assert_eq!(all, Ops::ALL);
-        for op in Op::ALL {
+        for (i, op) in Op::ALL.into_iter().enumerate() {
+            assert_eq!(Ops::index(op), i, "{op}");
             assert!(Ops::NONE.with(op).has(op));
             assert_eq!(Ops::NONE.with(op).0.count_ones(), 1, "{op}");
         }

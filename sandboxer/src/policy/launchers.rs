@@ -78,7 +78,11 @@ mod tests {
     #[test]
     fn embedded_list_parses_for_both_targets() {
         let mac = LauncherSet::embedded(Target::Macos);
-        assert!(mac.exec.iter().any(|l| l.path == Path::new("/usr/bin/open")));
+        assert!(
+            mac.exec
+                .iter()
+                .any(|l| l.path == Path::new("/usr/bin/open"))
+        );
         assert!(
             mac.mach_services
                 .iter()

@@ -73,7 +73,8 @@ pub struct ResolveOptions {
 impl ResolveOptions {
     /// Options for this machine: the host target, `$HOME`, real symlink resolution.
     pub fn for_host() -> Result<ResolveOptions, PolicyError> {
-        let target = Target::host().ok_or_else(|| option_error("target", "this OS has no backend"))?;
+        let target =
+            Target::host().ok_or_else(|| option_error("target", "this OS has no backend"))?;
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .ok_or_else(|| option_error("HOME", "HOME is not set; pass --home"))?;
@@ -231,7 +232,13 @@ fn closed_defaults(target: Target) -> (&'static [&'static str], &'static [&'stat
                 "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/dev",
                 "/proc", "/sys",
             ],
-            &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"],
+            &[
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full",
+                "/dev/tty",
+                "/dev/pts",
+            ],
         ),
     }
 }
@@ -502,15 +509,18 @@ impl Cx<'_> {
                 return Err(self.error(
                     s.span(),
                     &format!("macos.deny_mach_services[{i}]"),
-                    format!(
-                        "{name:?} is not a Mach service name (letters, digits, '.', '-', '_')"
-                    ),
+                    format!("{name:?} is not a Mach service name (letters, digits, '.', '-', '_')"),
                 ));
             }
             deny_mach_services.push(name.clone());
         }
 
-        let enforce = match raw.linux.enforce.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+        let enforce = match raw
+            .linux
+            .enforce
+            .as_ref()
+            .map(|s| (s.get_ref().as_str(), s.span()))
+        {
             None | Some(("auto", _)) => Enforce::Auto,
             Some(("masks", _)) => Enforce::Masks,
             Some(("landlock-only", _)) => Enforce::LandlockOnly,
@@ -536,10 +546,7 @@ impl Cx<'_> {
             launchers,
             closed,
             macos: MacosKnobs { deny_mach_services },
-            linux: LinuxKnobs {
-                enforce,
-                ways_out,
-            },
+            linux: LinuxKnobs { enforce, ways_out },
         })
     }
 

@@ -235,10 +235,16 @@ pub struct Decision {
 
 impl Decision {
     fn allow(reason: Reason) -> Decision {
-        Decision { verdict: Verdict::Allow, reason }
+        Decision {
+            verdict: Verdict::Allow,
+            reason,
+        }
     }
     fn deny(reason: Reason) -> Decision {
-        Decision { verdict: Verdict::Deny, reason }
+        Decision {
+            verdict: Verdict::Deny,
+            reason,
+        }
     }
     pub fn allowed(&self) -> bool {
         self.verdict == Verdict::Allow
@@ -294,7 +300,9 @@ impl Policy {
                 return Decision::deny(Reason::Launcher { path: path.into() });
             }
             if let Some(l) = self.launchers.read.iter().find(|l| within(path, &l.path)) {
-                return Decision::deny(Reason::LauncherFolder { root: l.path.clone() });
+                return Decision::deny(Reason::LauncherFolder {
+                    root: l.path.clone(),
+                });
             }
         }
 
@@ -305,7 +313,9 @@ impl Policy {
         }
 
         if let Some(r) = self.refuse.iter().find(|r| within(path, &r.path)) {
-            return Decision::deny(Reason::Refused { root: r.path.clone() });
+            return Decision::deny(Reason::Refused {
+                root: r.path.clone(),
+            });
         }
 
         if let Some(g) = self.deepest_grant(path) {
@@ -320,7 +330,9 @@ impl Policy {
         }
 
         if let Some(p) = self.protected.iter().find(|p| within(path, &p.path)) {
-            return Decision::deny(Reason::Protected { root: p.path.clone() });
+            return Decision::deny(Reason::Protected {
+                root: p.path.clone(),
+            });
         }
 
         match self.base {

@@ -45,17 +45,44 @@ fn product_shape_decides_as_designed() {
     assert_eq!(v(&p, Op::Read, "/Users/ada/.zshrc"), Allow);
     assert_eq!(v(&p, Op::Write, "/Users/ada/projects/x.rs"), Allow);
     assert_eq!(v(&p, Op::Read, &format!("{app}/config.json")), Deny);
-    assert_eq!(v(&p, Op::Read, &format!("{app}/state/cli-runtimes/v1/chat-2/x")), Deny);
-    assert_eq!(v(&p, Op::Write, &format!("{app}/state/cli-runtimes/v1/chat-1/x")), Allow);
     assert_eq!(
-        v(&p, Op::Read, &format!("{app}/state/cli-runtimes/v1/chat-1/../../../../config.json")),
+        v(
+            &p,
+            Op::Read,
+            &format!("{app}/state/cli-runtimes/v1/chat-2/x")
+        ),
         Deny
     );
-    assert_eq!(v(&p, Op::Create, &format!("{app}/state/cli-runtimes/v1/new")), Deny);
+    assert_eq!(
+        v(
+            &p,
+            Op::Write,
+            &format!("{app}/state/cli-runtimes/v1/chat-1/x")
+        ),
+        Allow
+    );
+    assert_eq!(
+        v(
+            &p,
+            Op::Read,
+            &format!("{app}/state/cli-runtimes/v1/chat-1/../../../../config.json")
+        ),
+        Deny
+    );
+    assert_eq!(
+        v(&p, Op::Create, &format!("{app}/state/cli-runtimes/v1/new")),
+        Deny
+    );
     assert_eq!(v(&p, Op::Write, &format!("{docs}/wf-main/src.md")), Allow);
-    assert_eq!(v(&p, Op::Read, &format!("{docs}/wf-main/planning/plan.json")), Deny);
+    assert_eq!(
+        v(&p, Op::Read, &format!("{docs}/wf-main/planning/plan.json")),
+        Deny
+    );
     assert_eq!(v(&p, Op::Create, &format!("{docs}/wf-main/planning")), Deny);
-    assert_eq!(v(&p, Op::Read, &format!("{docs}/wf-main/workflow.db")), Deny);
+    assert_eq!(
+        v(&p, Op::Read, &format!("{docs}/wf-main/workflow.db")),
+        Deny
+    );
     assert_eq!(v(&p, Op::Read, &format!("{docs}/wf-ref/a.md")), Allow);
     assert_eq!(v(&p, Op::Write, &format!("{docs}/wf-ref/a.md")), Deny);
     assert_eq!(v(&p, Op::Read, &format!("{docs}/wf-other/a.md")), Deny);
@@ -65,7 +92,14 @@ fn product_shape_decides_as_designed() {
     assert_eq!(v(&p, Op::Rename, "/Users/ada/Library"), Deny);
     assert_eq!(v(&p, Op::Rename, &format!("{docs}/wf-main")), Deny);
     assert_eq!(v(&p, Op::Rename, "/Users/ada/projects"), Allow);
-    assert_eq!(v(&p, Op::ConnectUnix, &format!("{app}/state/cli-runtimes/v1/chat-2/bridge.sock")), Deny);
+    assert_eq!(
+        v(
+            &p,
+            Op::ConnectUnix,
+            &format!("{app}/state/cli-runtimes/v1/chat-2/bridge.sock")
+        ),
+        Deny
+    );
     assert_eq!(v(&p, Op::Read, "relative/path"), Deny);
 }
 
@@ -95,7 +129,9 @@ fn errors_name_line_column_and_field() {
     let e = err("version = 1\nbase = \"open\"\ncolour = 3\n");
     assert_eq!((e.line, e.field.as_str()), (3, "colour"), "{e}");
 
-    let e = err("version = 1\nbase = \"open\"\n[[protected]]\npath = \"/x\"\n[[grant]]\npath = \"/x/y\"\naccess = \"rwx\"\n");
+    let e = err(
+        "version = 1\nbase = \"open\"\n[[protected]]\npath = \"/x\"\n[[grant]]\npath = \"/x/y\"\naccess = \"rwx\"\n",
+    );
     assert_eq!((e.line, e.field.as_str()), (7, "grant[0].access"));
 
     let e = err("version = 1\nbase = \"open\"\n[[protected]]\npath = \"/x\\u0000y\"\n");
@@ -113,11 +149,15 @@ fn errors_name_line_column_and_field() {
     let e = err("version = 1\nbase = \"open\"\n[[grant]]\npath = \"/x\"\naccess = \"rw\"\n");
     assert!(e.message.contains("outside every protected root"), "{e}");
 
-    let e = err("version = 1\nbase = \"open\"\n[[protected]]\npath = \"/x\"\n[[grant]]\npath = \"/x/g\"\naccess = \"rw\"\n[[refuse]]\npath = \"/y\"\n");
+    let e = err(
+        "version = 1\nbase = \"open\"\n[[protected]]\npath = \"/x\"\n[[grant]]\npath = \"/x/g\"\naccess = \"rw\"\n[[refuse]]\npath = \"/y\"\n",
+    );
     assert_eq!(e.field, "refuse[0].path");
     assert!(e.message.contains("outside every grant"), "{e}");
 
-    let e = err("version = 1\nbase = \"open\"\n[[protected]]\npath = \"/x\"\n[[grant]]\npath = \"/x/g\"\naccess = \"rw\"\n[[grant]]\npath = \"/x/g\"\naccess = \"ro\"\n");
+    let e = err(
+        "version = 1\nbase = \"open\"\n[[protected]]\npath = \"/x\"\n[[grant]]\npath = \"/x/g\"\naccess = \"rw\"\n[[grant]]\npath = \"/x/g\"\naccess = \"ro\"\n",
+    );
     assert!(e.message.contains("twice"), "{e}");
 
     let e = err("version = 1\n[[protected]\n");
@@ -156,13 +196,18 @@ fn deepest_grant_decides_nested_access() {
 
 #[test]
 fn closed_base_opens_only_system_and_grants() {
-    let p = mac("version = 1\nbase = \"closed\"\n[[grant]]\npath = \"~/proj\"\naccess = \"rw\"\n").unwrap();
+    let p = mac("version = 1\nbase = \"closed\"\n[[grant]]\npath = \"~/proj\"\naccess = \"rw\"\n")
+        .unwrap();
     assert_eq!(v(&p, Op::Read, "/usr/lib/libc.dylib"), Verdict::Allow);
     assert_eq!(v(&p, Op::Write, "/usr/lib/libc.dylib"), Verdict::Deny);
     assert_eq!(v(&p, Op::Read, "/Users/ada/.ssh/id_rsa"), Verdict::Deny);
     assert_eq!(v(&p, Op::Write, "/Users/ada/proj/a"), Verdict::Allow);
     assert_eq!(v(&p, Op::Write, "/dev/null"), Verdict::Allow);
-    assert_eq!(v(&p, Op::Read, "/etc/passwd"), Verdict::Deny, "/etc is /private/etc on macOS");
+    assert_eq!(
+        v(&p, Op::Read, "/etc/passwd"),
+        Verdict::Deny,
+        "/etc is /private/etc on macOS"
+    );
     assert_eq!(v(&p, Op::Read, "/private/etc/passwd"), Verdict::Allow);
 }
 
@@ -185,6 +230,9 @@ fn default_policy_loads_for_both_targets() {
 #[test]
 fn bad_home_is_refused() {
     for h in ["relative", "/", "/a/../b"] {
-        assert!(ResolveOptions::new(Target::Macos, PathBuf::from(h), false).is_err(), "{h}");
+        assert!(
+            ResolveOptions::new(Target::Macos, PathBuf::from(h), false).is_err(),
+            "{h}"
+        );
     }
 }

@@ -76,7 +76,11 @@ impl PolicyArgs {
     pub fn load_with(&self, opts: &ResolveOptions) -> Result<Policy> {
         let policy = match &self.policy {
             Some(path) => Policy::load(path, opts)?,
-            None => Policy::from_toml(default_policy(opts.target), "(embedded default policy)", opts)?,
+            None => Policy::from_toml(
+                default_policy(opts.target),
+                "(embedded default policy)",
+                opts,
+            )?,
         };
         Ok(policy)
     }
@@ -115,7 +119,11 @@ pub fn check(args: CheckArgs) -> Result<ExitCode> {
             policy.protected.len(),
             policy.grants.len(),
             policy.refuse.len(),
-            if policy.launchers.block { "blocked" } else { "allowed" },
+            if policy.launchers.block {
+                "blocked"
+            } else {
+                "allowed"
+            },
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -15,8 +15,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use sandboxer::{Op, Target, seatbelt};
 use sandboxer::sbpl::{self, Outcome, ProcessTarget, Query, QueryKind, RuleRef, VnodeType};
+use sandboxer::{Op, Target, seatbelt};
 use serde::Serialize;
 
 use crate::common::PolicyArgs;
@@ -182,7 +182,10 @@ fn explain_policy(args: &ExplainArgs) -> Result<Answer> {
         (Outcome::Allow, sandboxer::Verdict::Allow) | (Outcome::Deny, sandboxer::Verdict::Deny)
     );
     let why = if agree || backend.outcome == Outcome::Unknown {
-        format!("{}; reference decide: {}: {}", backend.why, reference.verdict, reference.reason)
+        format!(
+            "{}; reference decide: {}: {}",
+            backend.why, reference.verdict, reference.reason
+        )
     } else {
         format!(
             "{}; DISAGREES with the reference decide ({}: {}) — please report this",
@@ -190,7 +193,11 @@ fn explain_policy(args: &ExplainArgs) -> Result<Answer> {
         )
     };
     Ok(Answer {
-        outcome: if agree { backend.outcome } else { Outcome::Unknown },
+        outcome: if agree {
+            backend.outcome
+        } else {
+            Outcome::Unknown
+        },
         rule: backend.rule,
         why,
         op: op.as_str().to_string(),
@@ -255,7 +262,11 @@ fn linux_answer(policy: &sandboxer::Policy, op: Op, path: &Path) -> Result<Backe
         .map(|g| format!(" (known gap: {})", g.id()))
         .unwrap_or_default();
     Ok(BackendAnswer {
-        outcome: if d.allowed() { Outcome::Allow } else { Outcome::Deny },
+        outcome: if d.allowed() {
+            Outcome::Allow
+        } else {
+            Outcome::Deny
+        },
         rule: None,
         why: format!("Linux {} plan: {}{gap}", plan.shape, d.by),
     })
