@@ -19,6 +19,5 @@ echo "bench-server: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loa
 # The launches run under `sandboxer exec`, found beside the dispatcher binary.
 cargo build --release --quiet -p sandboxer --bin sandboxer
 BENCH_CHATS=$CHATS BENCH_CALLS=$CALLS BENCH_THREADS=$THREADS \
-  cargo test --release --quiet -p dispatcher --test server -- \
-  --exact load_concurrent_launches_and_bridge_calls --nocapture --test-threads=1 2>&1 |
-  grep -E '^(load:|test result)'
+  cargo test --release -p dispatcher --test server -- \
+  --exact load_concurrent_launches_and_bridge_calls --nocapture --test-threads=1

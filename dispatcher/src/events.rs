@@ -7,6 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -128,6 +129,8 @@ impl Event {
 pub struct EventLog {
     path: PathBuf,
     file: Arc<Mutex<File>>,
+    /// Set when [`EventLog::append_unsynced`] wrote something not yet flushed to disk.
+    unsynced: Arc<AtomicBool>,
 }
 
 impl EventLog {
@@ -154,6 +157,7 @@ impl EventLog {
         Ok(EventLog {
             path,
             file: Arc::new(Mutex::new(file)),
+            unsynced: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -170,6 +174,42 @@ impl EventLog {
                 what: "cannot append to the event log",
                 source,
             })
+    }
+
+    /// Appends one event without waiting for the disk: once this returns the kernel has the
+    /// line, so it survives the dispatcher being killed, but a power loss may take the last
+    /// moments of such events with it until [`EventLog::sync`] (or any [`EventLog::append`])
+    /// flushes them. For events at the rate of bridge calls, whose own effects (a written
+    /// file) are not flushed either.
+    pub fn append_unsynced(&self, event: &Event) -> Result<(), StateError> {
+        let mut line = serde_json::to_vec(event).expect("events serialize");
+        line.push(b'\n');
+        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        (&*file)
+            .write_all(&line)
+            .map_err(|source| StateError::Io {
+                path: self.path.clone(),
+                what: "cannot append to the event log",
+                source,
+            })?;
+        self.unsynced.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Flushes what [`EventLog::append_unsynced`] wrote, if anything.
+    pub fn sync(&self) -> Result<(), StateError> {
+        if !self.unsynced.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        file.sync_data().map_err(|source| {
+            self.unsynced.store(true, Ordering::SeqCst);
+            StateError::Io {
+                path: self.path.clone(),
+                what: "cannot flush the event log",
+                source,
+            }
+        })
     }
 
     /// Every complete event of a chat, oldest first.
@@ -234,16 +274,21 @@ mod tests {
             kind: EventKind::Exited { code: 3 },
         };
         log.append(&ev).unwrap();
+        // Unsynced appends are there at once (the kernel has them); sync flushes them.
+        log.append_unsynced(&ev).unwrap();
+        assert!(log.unsynced.load(Ordering::SeqCst));
+        log.sync().unwrap();
+        assert!(!log.unsynced.load(Ordering::SeqCst));
         std::fs::OpenOptions::new()
             .append(true)
             .open(s.events(&c))
             .unwrap()
             .write_all(b"{\"ts_ms\":2,\"chat\":\"c\",\"ev")
             .unwrap();
-        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev.clone()]);
+        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev.clone(), ev.clone()]);
         // Reopened after the crash, the next event is not glued to the torn fragment.
         let log = EventLog::open(&s, &c).unwrap();
         log.append(&ev).unwrap();
-        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev.clone(), ev]);
+        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev.clone(), ev.clone(), ev]);
     }
 }

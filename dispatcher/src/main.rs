@@ -84,7 +84,8 @@ enum Command {
     /// The sandbox contract: run the probes of queries/*.toml inside every CLI's real launch
     /// in a fresh temporary state root (Linux: live; macOS: evaluated against the exact
     /// profile), check each CLI starts confined with its own sandbox off. Exit 1 on any
-    /// failure. `--all --markdown` prints the permission map (docs/permission-map.md).
+    /// failure. `--all --markdown` prints the permission map (docs/permission-map.md). It
+    /// makes its own temporary state root: --state-root is not used.
     Contract(dispatcher::contract::ContractArgs),
     /// Workflow steps.
     #[command(subcommand)]
@@ -98,6 +99,7 @@ enum StepCmd {
     /// refused, the state root protected. Refused where no sandbox works. Exits with the
     /// script's status.
     Run {
+        /// The workflow the step belongs to (granted read-write; its working folder).
         #[arg(long)]
         workflow: String,
         /// The step's name (its runtime folder's name).
@@ -284,9 +286,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Stop(args) => dispatcher::server::cli::stop(&open_state(cli.state_root.as_ref())?, args),
         Command::Chats(cmd) => dispatcher::server::cli::chats(&open_state(cli.state_root.as_ref())?, cmd),
         Command::Contract(args) => dispatcher::contract::main(args, cli.profiles_dir.as_deref()),
-        Command::Step(StepCmd::Run { workflow, step, script, attach, dry_run, args }) => {
-            step_run(cli.state_root.as_ref(), &workflow, &step, script, &attach, dry_run, args)
-        }
+        Command::Step(StepCmd::Run {
+            workflow,
+            step,
+            script,
+            attach,
+            dry_run,
+            args,
+        }) => step_run(
+            cli.state_root.as_ref(),
+            &workflow,
+            &step,
+            script,
+            &attach,
+            dry_run,
+            args,
+        ),
         Command::Bridge { socket } => {
             let stdin = std::io::stdin().lock();
             let stdout = std::io::stdout().lock();
@@ -320,7 +335,8 @@ fn step_run(
             .map(|a| a.parse::<Attach>().map_err(anyhow::Error::msg))
             .collect::<Result<_>>()?,
     };
-    let dispatcher_bin = std::env::current_exe().context("cannot find the dispatcher's own binary")?;
+    let dispatcher_bin =
+        std::env::current_exe().context("cannot find the dispatcher's own binary")?;
     let sandboxer = platform::locate_sandboxer(&dispatcher_bin);
     let launch = dispatcher::step::plan(&state, &req, target, &home, &sandboxer, |policy| {
         platform::confinement(target, policy, &home)

@@ -572,10 +572,11 @@ fn broken_policies_fail_on_the_right_probes() {
 /// A fake harness (TEST ONLY): claims `claim` for every probe of its query files.
 fn fake_harness(dir: &Path, claim: &str) -> PathBuf {
     let p = dir.join(format!("fake-harness-{claim}"));
+    // Inside an awk string literal: quotes escaped.
     let extra = if claim == "done" {
-        r#","bytes":42"#
+        r#",\"bytes\":42"#
     } else {
-        r#","errno":13,"error":"Permission denied (os error 13)""#
+        r#",\"errno\":13,\"error\":\"Permission denied (os error 13)\""#
     };
     fs::write(
         &p,
@@ -688,7 +689,7 @@ fn a_harness_that_lies_cannot_make_a_probe_pass() {
             if expect == "deny" && op != "list" {
                 let ev = str_of(p, "evidence");
                 assert!(
-                    ev.contains("no evidence") || ev.contains("without the marker"),
+                    ev.contains("no evidence") || ev.contains("but not the marker"),
                     "{name}: {ev}"
                 );
             }

@@ -1311,7 +1311,7 @@ fn load_concurrent_launches_and_bridge_calls() {
     }
     let stop_wall = t2.elapsed();
     println!(
-        "load: {chats_n} chats launched concurrently in {:.2}s ({:.1} launches/s; per launch p50 {:.0}ms p99 {:.0}ms)",
+        "\nload: {chats_n} chats launched concurrently in {:.2}s ({:.1} launches/s; per launch p50 {:.0}ms p99 {:.0}ms)",
         launch_wall.as_secs_f64(),
         chats_n as f64 / launch_wall.as_secs_f64(),
         percentile(&launch_times, 0.5).as_secs_f64() * 1e3,

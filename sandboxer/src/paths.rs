@@ -41,8 +41,9 @@ pub fn within(path: &Path, root: &Path) -> bool {
     if p.starts_with(r) && (p.len() == r.len() || p[r.len()] == b'/' || r.ends_with(b"/")) {
         return true;
     }
-    // Else name by name, as `Path::starts_with` compares components (most paths differ
-    // early).
+    if differ_by_a_name(p, r) {
+        return false;
+    }
     let mut names = names(p);
     self::names(r).all(|name| names.next() == Some(name))
 }
@@ -52,6 +53,9 @@ pub fn strictly_within(path: &Path, root: &Path) -> bool {
     let (p, r) = (bytes(path), bytes(root));
     if !(is_absolute(p) && is_absolute(r)) {
         return path != root && path.starts_with(root);
+    }
+    if differ_by_a_name(p, r) {
+        return false;
     }
     let mut names = names(p);
     self::names(r).all(|name| names.next() == Some(name)) && names.next().is_some()
@@ -66,7 +70,7 @@ pub fn same(path: &Path, other: &Path) -> bool {
     if !(is_absolute(p) && is_absolute(o)) {
         return path == other;
     }
-    names(p).eq(names(o))
+    !differ_by_a_name(p, o) && names(p).eq(names(o))
 }
 
 /// Whether `path` is absolute and already normal in the sense of [`normalize`], spelled the
@@ -96,6 +100,41 @@ fn is_absolute(b: &[u8]) -> bool {
 fn names(b: &[u8]) -> impl Iterator<Item = &[u8]> {
     b.split(|&c| c == b'/')
         .filter(|name| !name.is_empty() && *name != b".")
+}
+
+/// Whether two absolute paths (as bytes) certainly have different names at the same position,
+/// so that neither lies within the other. Where their bytes first differ, both are inside a
+/// name that starts after the same slash, with the same names before it; when both of those
+/// are real names (not empty, not `.`), they differ, and so do the paths' components there.
+/// `false` means "maybe": the caller then compares name by name.
+fn differ_by_a_name(p: &[u8], r: &[u8]) -> bool {
+    let k = mismatch(p, r);
+    if k == p.len() || k == r.len() {
+        return false; // one is a byte prefix of the other
+    }
+    // Both start with `/`, so a slash precedes the first difference.
+    let slash = p[..k].iter().rposition(|&c| c == b'/').unwrap_or(0);
+    let name = |b: &[u8]| {
+        let rest = &b[slash + 1..];
+        let end = rest.iter().position(|&c| c == b'/').unwrap_or(rest.len());
+        let name = &rest[..end];
+        !name.is_empty() && name != b"."
+    };
+    name(p) && name(r)
+}
+
+/// The length of the common prefix of `a` and `b`, eight bytes at a time where it can.
+fn mismatch(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    let word = |s: &[u8], i: usize| u64::from_ne_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    while i + 8 <= n && word(a, i) == word(b, i) {
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
 /// [`is_clean`] for an absolute path's bytes: every name (after each slash) is neither empty,

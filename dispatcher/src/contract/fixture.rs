@@ -115,7 +115,8 @@ impl Layout {
                 .unwrap_or_else(|| PathBuf::from("/tmp")),
         };
         let invocation = random_hex(6)?;
-        let root = base.join(format!("agentworks-contract-{invocation}"));
+        // Short: socket paths below it must fit in a sockaddr_un where possible.
+        let root = base.join(format!("awc-{invocation}"));
         fs::DirBuilder::new()
             .mode(0o700)
             .create(&root)
@@ -571,8 +572,7 @@ impl Listeners {
         if let Some(parent) = path.parent() {
             mkdir_p(parent)?;
         }
-        let l =
-            UnixListener::bind(path).map_err(io_err(format!("listening on {}", path.display())))?;
+        let l = bind_path(path).map_err(io_err(format!("listening on {}", path.display())))?;
         l.set_nonblocking(true)
             .map_err(io_err(format!("listening on {}", path.display())))?;
         self.paths.insert(path.to_path_buf(), l);
@@ -589,6 +589,19 @@ impl Listeners {
             out.insert(format!("@{}", self.abstract_name), drain_one(l));
         }
         out
+    }
+}
+
+/// Binds a listener at `path`; a path too long for `sockaddr_un` is bound from its folder by
+/// name (the runner is single-threaded while it prepares a run).
+fn bind_path(path: &Path) -> io::Result<UnixListener> {
+    use sandboxer::probe::harness::{SOCKET_PATH_MAX, in_folder};
+    if path.as_os_str().len() <= SOCKET_PATH_MAX {
+        return UnixListener::bind(path);
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => in_folder(dir, || UnixListener::bind(name)),
+        _ => UnixListener::bind(path),
     }
 }
 
@@ -822,6 +835,33 @@ impl Drop for Tmux {
     }
 }
 
+/// The slave's path of a pty master.
+#[cfg(target_os = "linux")]
+fn pts_name(master: libc::c_int) -> Option<PathBuf> {
+    let mut buf = [0 as libc::c_char; 256];
+    // SAFETY: the buffer outlives the call and its length is passed.
+    if unsafe { libc::ptsname_r(master, buf.as_mut_ptr(), buf.len()) } != 0 {
+        return None;
+    }
+    // SAFETY: ptsname_r wrote a NUL-terminated string into buf.
+    let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    Some(PathBuf::from(name.to_string_lossy().into_owned()))
+}
+
+/// The slave's path of a pty master (macOS has no `ptsname_r`; the runner is single-threaded
+/// while it opens its pty).
+#[cfg(not(target_os = "linux"))]
+fn pts_name(master: libc::c_int) -> Option<PathBuf> {
+    // SAFETY: ptsname returns a static buffer, copied at once.
+    let p = unsafe { libc::ptsname(master) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string owned by libc.
+    let name = unsafe { std::ffi::CStr::from_ptr(p) };
+    Some(PathBuf::from(name.to_string_lossy().into_owned()))
+}
+
 /// A pty: the sandbox runs with its slave as stdin and controlling terminal (as a CLI run in
 /// a person's terminal does); the runner reads back what was pushed into its input queue.
 pub struct Pty {
@@ -843,15 +883,7 @@ impl Pty {
             if libc::grantpt(m) != 0 || libc::unlockpt(m) != 0 {
                 return Err(err("grantpt/unlockpt"));
             }
-            let mut buf = [0 as libc::c_char; 256];
-            if libc::ptsname_r(m, buf.as_mut_ptr(), buf.len()) != 0 {
-                return Err(err("ptsname_r"));
-            }
-            let path = PathBuf::from(
-                std::ffi::CStr::from_ptr(buf.as_ptr())
-                    .to_string_lossy()
-                    .into_owned(),
-            );
+            let path = pts_name(m).ok_or_else(|| err("ptsname"))?;
             let reader = fs::OpenOptions::new()
                 .read(true)
                 .write(true)

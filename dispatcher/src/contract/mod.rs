@@ -302,8 +302,8 @@ fn run_with(opts: &Options, sets: &Sets) -> Result<Report, ContractError> {
     }
     let mut r = Runner {
         opts,
-        layout,
         fixtures,
+        layout,
         host,
         runs: 0,
         controls: BTreeMap::new(),
@@ -432,8 +432,9 @@ fn machine(installed: Vec<(String, String)>) -> Machine {
 
 struct Runner<'o> {
     opts: &'o Options,
-    layout: Layout,
+    /// Dropped before the layout: its processes are stopped before their folder goes.
     fixtures: Option<Fixtures>,
+    layout: Layout,
     host: Option<Target>,
     runs: u32,
     /// Per launch variant: which probes succeeded unconfined (the control run).

@@ -571,8 +571,9 @@ impl Supervisor {
         )?;
         let socket = self.state.runtime(&record.chat).join(bridge::SOCKET_NAME);
         let chat = record.chat.clone();
+        // Written before the reply (a killed server loses none), flushed by the monitor.
         Ok(bridge::serve(&socket, ctx, move |call| {
-            if let Err(e) = events.append(&Event::bridge(&chat, &call)) {
+            if let Err(e) = events.append_unsynced(&Event::bridge(&chat, &call)) {
                 warn(format!("chat {chat}: bridge event not recorded: {e}"));
             }
         })?)
@@ -892,6 +893,9 @@ impl Supervisor {
             let SlotState::Running(r) = &mut *st else {
                 continue;
             };
+            if let Err(e) = r.events.sync() {
+                warn(format!("chat {chat}: {e}"));
+            }
             for t in &mut r.tails {
                 t.pump(&r.events, &chat, false);
             }
@@ -1258,6 +1262,9 @@ impl Supervisor {
                 }
                 if let Some(b) = r.bridge.take() {
                     b.shutdown();
+                }
+                if let Err(e) = r.events.sync() {
+                    warn(format!("chat {}: {e}", r.record.chat));
                 }
             }
         }

@@ -515,36 +515,6 @@ impl Ops {
     }
 }
 
-// ---- the policy's decisions, remembered ---------------------------------------------------
-
-/// [`Policy::decide`], remembered per path and operation: the planner and its self-check
-/// ask about the same few paths many times over.
-pub static HITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-pub static MISSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-struct Decisions<'a> {
-    policy: &'a Policy,
-    memo: HashMap<PathBuf, [Option<Decision>; 8]>,
-}
-
-impl<'a> Decisions<'a> {
-    fn new(policy: &'a Policy) -> Decisions<'a> {
-        Decisions {
-            policy,
-            memo: HashMap::new(),
-        }
-    }
-
-    fn get(&mut self, op: Op, q: &Path) -> &Decision {
-        let policy = self.policy;
-        HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if !self.memo.contains_key(q) {
-            self.memo.insert(q.to_path_buf(), Default::default());
-        }
-        let slots = self.memo.get_mut(q).expect("inserted above");
-        slots[Ops::index(op)].get_or_insert_with(|| { MISSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed); policy.decide(op, q)})
-    }
-}
-
 // ---- the planner -----------------------------------------------------------------------------
 
 struct Planner<'a> {
@@ -564,7 +534,6 @@ struct Planner<'a> {
     children: Children,
     /// What Landlock must allow at each path asked about (see [`Planner::targets`]).
     targets: HashMap<PathBuf, Ops>,
-    decisions: Decisions<'a>,
     memo: HashMap<PathBuf, (Rights, Rights, Rights)>,
     rules: Vec<LandlockRule>,
     /// Indices of rules put on an entry beside a rule path (hole punching).
@@ -592,7 +561,6 @@ impl<'a> Planner<'a> {
                 Rights::of(&FsRight::known_at(abi))
             },
             targets: HashMap::new(),
-            decisions: Decisions::new(policy),
             memo: HashMap::new(),
             rules: Vec::new(),
             sibling_rules: BTreeSet::new(),
@@ -627,12 +595,7 @@ impl<'a> Planner<'a> {
             absent: self.absent.values().cloned().collect(),
             gaps: Vec::new(),
         };
-        let gaps = analyze(
-            &plan,
-            &mut self.decisions,
-            &self.sibling_rules,
-            self.fs,
-        )?;
+        let gaps = analyze(&plan, self.policy, &self.sibling_rules, self.fs)?;
         Ok(Plan { gaps, ..plan })
     }
 
@@ -872,7 +835,7 @@ impl<'a> Planner<'a> {
         t
     }
 
-    fn compute_targets(&mut self, q: &Path) -> Ops {
+    fn compute_targets(&self, q: &Path) -> Ops {
         if self.dont_care.iter().any(|w| within(q, w)) {
             return Ops::ALL;
         }
@@ -880,18 +843,18 @@ impl<'a> Planner<'a> {
             Shape::Masks => governing(&self.mounts, q),
             Shape::LandlockOnly => None,
         };
+        let mut write_allowed: Option<bool> = None;
         let mut out = Ops::NONE;
         for op in Op::ALL {
             if mask.is_some() && !mask_verdict(mask, op, q).0 {
                 out = out.with(op);
                 continue;
             }
-            let ok = match self.decisions.get(op, q) {
-                Decision {
-                    reason: Reason::Ancestor { .. },
-                    ..
-                } => self.decisions.get(Op::Write, q).allowed(),
-                d => d.allowed(),
+            let d = self.policy.decide(op, q);
+            let ok = match d.reason {
+                Reason::Ancestor { .. } => *write_allowed
+                    .get_or_insert_with(|| self.policy.decide(Op::Write, q).allowed()),
+                _ => d.allowed(),
             };
             if ok {
                 out = out.with(op);
@@ -1360,16 +1323,6 @@ impl Plan {
             };
         };
         self.decide_at(op, &mut Sight::new(self, &q))
-    }
-
-    /// [`Plan::decide`] for every operation in [`Op::ALL`] at once (in that order): the masks
-    /// and rules that bear on the path are looked up once.
-    fn decide_all(&self, q: &Path) -> Vec<PlanDecision> {
-        let mut sight = Sight::new(self, q);
-        Op::ALL
-            .into_iter()
-            .map(|op| self.decide_at(op, &mut sight))
-            .collect()
     }
 
     fn decide_at<'p>(&'p self, op: Op, sight: &mut Sight<'p, '_>) -> PlanDecision {
@@ -1843,11 +1796,10 @@ fn late_entry(plan: &Plan, q: &Path) -> bool {
 /// distinguish) and adds the gaps no path operation can show.
 fn analyze(
     plan: &Plan,
-    decisions: &mut Decisions,
+    policy: &Policy,
     sibling_rules: &BTreeSet<usize>,
     fs: &dyn FsView,
 ) -> Result<Vec<Gap>, PlanError> {
-    let policy = decisions.policy;
     let mut points = policy_points(policy);
     points.extend(plan.mounts.iter().map(|m| m.path().to_path_buf()));
     points.extend(plan.absent.iter().map(|a| a.path.clone()));
@@ -1866,34 +1818,51 @@ fn analyze(
     // operations on an entry of the folder, the grandchild for operations inside a new entry.
     let children = Children::of(&points);
     let mut reps: BTreeSet<PathBuf> = BTreeSet::new();
-    let add_generic = |reps: &mut BTreeSet<PathBuf>, folder: &Path| {
+    // The stand-in grandchildren, for operations inside a new entry of a folder. At a
+    // grandchild `x/g/g` every other operation decides exactly as at the stand-in child `x/g`,
+    // in the policy and in the plan (no rule, mask or point is at or beneath either, so the
+    // same rules contain both), and is classified the same; the child is checked with every
+    // operation and stands for both in the examples. So only the operations that move an
+    // entry, decided by what `x/g` allows, are checked there.
+    let mut inner: BTreeSet<PathBuf> = BTreeSet::new();
+    let add_generic = |reps: &mut BTreeSet<PathBuf>, inner: &mut BTreeSet<PathBuf>, folder: &Path| {
         let child = children.fresh_child(folder);
-        reps.insert(children.fresh_child(&child));
+        inner.insert(children.fresh_child(&child));
         reps.insert(child);
+    };
+    let add = |reps: &mut BTreeSet<PathBuf>, inner: &mut BTreeSet<PathBuf>, a: &Path| {
+        let seen = reps.contains(a) || inner.contains(a);
+        reps.insert(a.to_path_buf());
+        if !seen {
+            add_generic(reps, inner, a);
+        }
     };
     for x in &points {
         for a in x.ancestors() {
-            if reps.insert(a.to_path_buf()) {
-                add_generic(&mut reps, a);
-            }
+            add(&mut reps, &mut inner, a);
         }
     }
-    if reps.insert(PathBuf::from("/")) {
-        add_generic(&mut reps, Path::new("/"));
-    }
+    add(&mut reps, &mut inner, Path::new("/"));
     for x in &points {
-        add_generic(&mut reps, x);
+        add_generic(&mut reps, &mut inner, x);
     }
 
     let mut found: BTreeMap<GapKind, BTreeSet<PathBuf>> = BTreeMap::new();
-    for q in &reps {
-        let plan_says = plan.decide_all(q);
-        for (op, pd) in Op::ALL.into_iter().zip(&plan_says) {
-            let qd = decisions.get(op, q);
-            if let Some(kind) = classify_decided(plan, policy, op, q, pd, qd) {
+    let mut check = |q: &PathBuf, ops: &[Op]| {
+        let mut sight = Sight::new(plan, q);
+        for &op in ops {
+            let pd = plan.decide_at(op, &mut sight);
+            let qd = policy.decide(op, q);
+            if let Some(kind) = classify_decided(plan, policy, op, q, &pd, &qd) {
                 found.entry(kind).or_default().insert(q.clone());
             }
         }
+    };
+    for q in &reps {
+        check(q, &Op::ALL);
+    }
+    for q in inner.difference(&reps) {
+        check(q, &[Op::Create, Op::Delete, Op::Rename]);
     }
 
     let abi = plan.landlock.abi;

@@ -262,7 +262,7 @@ fn act(op: ProbeOp, target: &str, arg: &str, token: &str, o: &mut ProbeOutcome) 
             run_child(cmd, o)
         }
         ProbeOp::ConnectUnix => {
-            let mut s = UnixStream::connect(target)?;
+            let mut s = connect_path(Path::new(target))?;
             send_token(&mut s, token, o)
         }
         ProbeOp::ConnectAbstract => connect_abstract(target, token, o),
@@ -308,6 +308,32 @@ fn read_into(path: &Path, o: &mut ProbeOutcome) -> io::Result<()> {
     }
     o.output = Some(String::from_utf8_lossy(&buf).into_owned());
     Ok(())
+}
+
+/// The longest socket path `connect(2)` takes on every OS we run on (macOS: 104 with NUL).
+pub const SOCKET_PATH_MAX: usize = 103;
+
+/// Runs `f` with `dir` as working folder, then returns to the previous one. Only for a
+/// single-threaded process (the harness), or one whose other threads do not use relative
+/// paths.
+pub fn in_folder<T>(dir: &Path, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let back = std::env::current_dir()?;
+    std::env::set_current_dir(dir)?;
+    let result = f();
+    std::env::set_current_dir(&back)?;
+    result
+}
+
+/// Connects to the socket at `path`; a path too long for `sockaddr_un` is reached from its
+/// folder by name (as any program can).
+fn connect_path(path: &Path) -> io::Result<UnixStream> {
+    if path.as_os_str().len() <= SOCKET_PATH_MAX {
+        return UnixStream::connect(path);
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return UnixStream::connect(path);
+    };
+    in_folder(dir, || UnixStream::connect(name))
 }
 
 fn send_token(s: &mut UnixStream, token: &str, o: &mut ProbeOutcome) -> io::Result<()> {
