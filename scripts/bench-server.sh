@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 CHATS=${CHATS:-50}
 CALLS=${CALLS:-10000}
-THREADS=${THREADS:-8}
+THREADS=${THREADS:-2}
 
 echo "bench-server: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $CHATS chats, $CALLS bridge calls on $THREADS threads"
 # The launches run under `sandboxer exec`, found beside the dispatcher binary.

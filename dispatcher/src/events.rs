@@ -52,7 +52,10 @@ pub enum EventKind {
         supervision: String,
     },
     /// The launch did not start, or was rolled back: nothing of it runs.
-    LaunchFailed { launch: String, error: String },
+    LaunchFailed {
+        launch: String,
+        error: String,
+    },
     /// A restarted server found the chat still running and took it over (bridge served again).
     Adopted {
         launch: String,
@@ -61,9 +64,14 @@ pub enum EventKind {
     },
     /// The chat ended while no server watched it, or was stopped without a status to report:
     /// its exit status is unknown.
-    Lost { launch: String, reason: String },
+    Lost {
+        launch: String,
+        reason: String,
+    },
     /// A stop was asked for; the chat's `exited` or `lost` follows.
-    StopRequested { launch: String },
+    StopRequested {
+        launch: String,
+    },
     /// Output of a structured (headless) chat: `bytes` bytes of the stream from byte
     /// `offset` on, as `text` (lossy UTF-8).
     Output {
@@ -185,13 +193,11 @@ impl EventLog {
         let mut line = serde_json::to_vec(event).expect("events serialize");
         line.push(b'\n');
         let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        (&*file)
-            .write_all(&line)
-            .map_err(|source| StateError::Io {
-                path: self.path.clone(),
-                what: "cannot append to the event log",
-                source,
-            })?;
+        (&*file).write_all(&line).map_err(|source| StateError::Io {
+            path: self.path.clone(),
+            what: "cannot append to the event log",
+            source,
+        })?;
         self.unsynced.store(true, Ordering::SeqCst);
         Ok(())
     }
@@ -266,7 +272,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let (s, _) = StateRoot::init(d.path(), None).unwrap();
         let c = ChatId::new("c").unwrap();
-        s.add_chat(&c, &ChatSettings { mode: "auto".into() }).unwrap();
+        s.add_chat(
+            &c,
+            &ChatSettings {
+                mode: "auto".into(),
+            },
+        )
+        .unwrap();
         let log = EventLog::open(&s, &c).unwrap();
         let ev = Event {
             ts_ms: 1,
@@ -285,10 +297,16 @@ mod tests {
             .unwrap()
             .write_all(b"{\"ts_ms\":2,\"chat\":\"c\",\"ev")
             .unwrap();
-        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev.clone(), ev.clone()]);
+        assert_eq!(
+            EventLog::read(&s, &c).unwrap(),
+            vec![ev.clone(), ev.clone()]
+        );
         // Reopened after the crash, the next event is not glued to the torn fragment.
         let log = EventLog::open(&s, &c).unwrap();
         log.append(&ev).unwrap();
-        assert_eq!(EventLog::read(&s, &c).unwrap(), vec![ev.clone(), ev.clone(), ev]);
+        assert_eq!(
+            EventLog::read(&s, &c).unwrap(),
+            vec![ev.clone(), ev.clone(), ev]
+        );
     }
 }

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use sandboxer::Target;
+use serde::Serialize;
 
 use crate::adapter::{Adapter, FileBase, FileFormat, Vars};
 use crate::grants::{Attach, LaunchGrants};
@@ -51,7 +51,9 @@ pub enum LaunchError {
     },
     #[error("full mode refused: {0}. Use --mode bridge-only, or --mode auto to fall back to it")]
     FullRefused(String),
-    #[error("--mode auto must be decided on the machine that runs the CLI; for --target {0} pass --mode full or --mode bridge-only")]
+    #[error(
+        "--mode auto must be decided on the machine that runs the CLI; for --target {0} pass --mode full or --mode bridge-only"
+    )]
     AutoOffHost(Target),
     #[error("{what}: {why}")]
     Io { what: String, why: String },
@@ -141,17 +143,30 @@ pub fn decide_mode(
     confinement: &Confinement,
 ) -> Result<ModeDecision, LaunchError> {
     let (mode, reason) = match (requested, confinement) {
-        (Mode::Full | Mode::Auto, Ok(how)) => (Mode::Full, format!("the platform confines the CLI: {how}")),
+        (Mode::Full | Mode::Auto, Ok(how)) => {
+            (Mode::Full, format!("the platform confines the CLI: {how}"))
+        }
         (Mode::Full, Err(why)) => return Err(LaunchError::FullRefused(why.clone())),
         (Mode::Auto, Err(why)) => (Mode::BridgeOnly, format!("no working sandbox here: {why}")),
-        (Mode::BridgeOnly, Ok(how)) => (Mode::BridgeOnly, format!("requested; still confined: {how}")),
-        (Mode::BridgeOnly, Err(why)) => (Mode::BridgeOnly, format!("requested; no working sandbox here: {why}")),
+        (Mode::BridgeOnly, Ok(how)) => (
+            Mode::BridgeOnly,
+            format!("requested; still confined: {how}"),
+        ),
+        (Mode::BridgeOnly, Err(why)) => (
+            Mode::BridgeOnly,
+            format!("requested; no working sandbox here: {why}"),
+        ),
     };
     if !adapter.supports(mode) {
         return Err(LaunchError::ModeUnsupported {
             cli: adapter.name.clone(),
             mode,
-            supported: adapter.modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", "),
+            supported: adapter
+                .modes
+                .iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
         });
     }
     if let (Mode::BridgeOnly, Err(why), Some(needs)) =
@@ -163,7 +178,11 @@ pub fn decide_mode(
             why: why.clone(),
         });
     }
-    Ok(ModeDecision { requested, mode, reason })
+    Ok(ModeDecision {
+        requested,
+        mode,
+        reason,
+    })
 }
 
 /// Computes a launch. `confinement` answers whether the target can enforce a policy text.
@@ -215,52 +234,89 @@ pub fn plan(
     let attached_list = grants
         .attached
         .iter()
-        .map(|(p, a)| format!("{} ({})", p.display(), if *a == sandboxer::Access::Rw { "read-write" } else { "read-only" }))
+        .map(|(p, a)| {
+            format!(
+                "{} ({})",
+                p.display(),
+                if *a == sandboxer::Access::Rw {
+                    "read-write"
+                } else {
+                    "read-only"
+                }
+            )
+        })
         .collect::<Vec<_>>();
     let prompt_note_file = launch_dir.join("prompt-note.md");
     let mut vars = Vars::default();
     vars.0.insert("home", req.home.display().to_string());
     vars.0.insert("runtime", runtime.display().to_string());
     vars.0.insert("cwd", cwd.display().to_string());
-    vars.0.insert("config_home", config_home.display().to_string());
-    vars.0.insert("workflow", grants.workflow.display().to_string());
+    vars.0
+        .insert("config_home", config_home.display().to_string());
+    vars.0
+        .insert("workflow", grants.workflow.display().to_string());
     vars.0.insert("chat", req.chat.to_string());
-    vars.0.insert("bridge_command", tools.dispatcher.display().to_string());
-    vars.0.insert("bridge_socket", runtime.join("bridge.sock").display().to_string());
-    vars.0.insert("prompt_note_file", prompt_note_file.display().to_string());
-    let prompt_note = prompt_note_text(&vars, &attached_list, mode.mode).map_err(LaunchError::Adapter)?;
+    vars.0
+        .insert("bridge_command", tools.dispatcher.display().to_string());
+    vars.0.insert(
+        "bridge_socket",
+        runtime.join("bridge.sock").display().to_string(),
+    );
+    vars.0
+        .insert("prompt_note_file", prompt_note_file.display().to_string());
+    let prompt_note =
+        prompt_note_text(&vars, &attached_list, mode.mode).map_err(LaunchError::Adapter)?;
     vars.0.insert("prompt_note", prompt_note.clone());
 
-    let fail = |field: &str, e: String| LaunchError::Adapter(format!("{}: {field}: {e}", adapter.source));
+    let fail =
+        |field: &str, e: String| LaunchError::Adapter(format!("{}: {field}: {e}", adapter.source));
     let args = adapter.args_for(req.target);
     let mut cli_argv = vec![tools.cli_binary.display().to_string()];
     if req.headless {
-        cli_argv.extend(vars.expand_list(args.headless.as_ref()).map_err(|e| fail("args.headless", e))?);
+        cli_argv.extend(
+            vars.expand_list(args.headless.as_ref())
+                .map_err(|e| fail("args.headless", e))?,
+        );
     }
     let mode_args = match mode.mode {
         Mode::BridgeOnly => vars.expand_list(args.bridge_only.as_ref()),
         _ => vars.expand_list(args.full.as_ref()),
     };
     cli_argv.extend(mode_args.map_err(|e| fail("args.full/bridge_only", e))?);
-    cli_argv.extend(vars.expand_list(args.mcp.as_ref()).map_err(|e| fail("args.mcp", e))?);
+    cli_argv.extend(
+        vars.expand_list(args.mcp.as_ref())
+            .map_err(|e| fail("args.mcp", e))?,
+    );
     for dir in grants.workflow_dirs() {
         if dir == cwd {
             continue;
         }
         let mut v = vars.clone();
         v.0.insert("dir", dir.display().to_string());
-        cli_argv.extend(v.expand_list(args.extra_dir.as_ref()).map_err(|e| fail("args.extra_dir", e))?);
+        cli_argv.extend(
+            v.expand_list(args.extra_dir.as_ref())
+                .map_err(|e| fail("args.extra_dir", e))?,
+        );
     }
-    cli_argv.extend(vars.expand_list(args.prompt_note.as_ref()).map_err(|e| fail("args.prompt_note", e))?);
+    cli_argv.extend(
+        vars.expand_list(args.prompt_note.as_ref())
+            .map_err(|e| fail("args.prompt_note", e))?,
+    );
     cli_argv.extend(req.cli_args.iter().cloned());
 
     let mut env_set = BTreeMap::new();
     if let Some(var) = &adapter.config_home.env {
-        let value = vars.expand(adapter.config_home.value.get_ref()).map_err(|e| fail("config_home.value", e))?;
+        let value = vars
+            .expand(adapter.config_home.value.get_ref())
+            .map_err(|e| fail("config_home.value", e))?;
         env_set.insert(var.clone(), value);
     }
     for (k, v) in adapter.env_for(req.target, tools.as_root) {
-        env_set.insert(k.clone(), vars.expand(v.get_ref()).map_err(|e| fail(&format!("env.{k}"), e))?);
+        env_set.insert(
+            k.clone(),
+            vars.expand(v.get_ref())
+                .map_err(|e| fail(&format!("env.{k}"), e))?,
+        );
     }
 
     let mut files = vec![
@@ -293,7 +349,9 @@ pub fn plan(
         });
     }
     for (i, l) in adapter.config_home.login.iter().enumerate() {
-        let from = vars.expand(l.from.get_ref()).map_err(|e| fail(&format!("config_home.login[{i}]"), e))?;
+        let from = vars
+            .expand(l.from.get_ref())
+            .map_err(|e| fail(&format!("config_home.login[{i}]"), e))?;
         files.push(PlannedFile {
             path: config_home.join(l.to.get_ref()),
             mode: 0o600,
@@ -357,7 +415,11 @@ fn prompt_note_text(vars: &Vars, attached: &[String], mode: Mode) -> Result<Stri
     let mut v = vars.clone();
     v.0.insert(
         "attached",
-        if attached.is_empty() { "none".into() } else { attached.join(", ") },
+        if attached.is_empty() {
+            "none".into()
+        } else {
+            attached.join(", ")
+        },
     );
     v.0.insert(
         "mode",
@@ -371,14 +433,18 @@ fn prompt_note_text(vars: &Vars, attached: &[String], mode: Mode) -> Result<Stri
 
 fn render_file(vars: &Vars, format: FileFormat, content: &toml::Value) -> Result<String, String> {
     Ok(match format {
-        FileFormat::Text => vars.expand(content.as_str().ok_or("text content must be a string")?)?,
+        FileFormat::Text => {
+            vars.expand(content.as_str().ok_or("text content must be a string")?)?
+        }
         FileFormat::Json => {
             let value = vars.expand_value(content)?;
             let mut s = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?;
             s.push('\n');
             s
         }
-        FileFormat::Toml => toml::to_string(&vars.expand_value(content)?).map_err(|e| e.to_string())?,
+        FileFormat::Toml => {
+            toml::to_string(&vars.expand_value(content)?).map_err(|e| e.to_string())?
+        }
     })
 }
 

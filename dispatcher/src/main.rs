@@ -280,11 +280,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Launch(args) => launch_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
         Command::Profile(args) => profile_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
         Command::Clis { json } => clis_cmd(cli.profiles_dir.as_deref(), json),
-        Command::Serve(args) => {
-            dispatcher::server::cli::serve(open_state(cli.state_root.as_ref())?, cli.profiles_dir, args)
+        Command::Serve(args) => dispatcher::server::cli::serve(
+            open_state(cli.state_root.as_ref())?,
+            cli.profiles_dir,
+            args,
+        ),
+        Command::Stop(args) => {
+            dispatcher::server::cli::stop(&open_state(cli.state_root.as_ref())?, args)
         }
-        Command::Stop(args) => dispatcher::server::cli::stop(&open_state(cli.state_root.as_ref())?, args),
-        Command::Chats(cmd) => dispatcher::server::cli::chats(&open_state(cli.state_root.as_ref())?, cmd),
+        Command::Chats(cmd) => {
+            dispatcher::server::cli::chats(&open_state(cli.state_root.as_ref())?, cmd)
+        }
         Command::Contract(args) => dispatcher::contract::main(args, cli.profiles_dir.as_deref()),
         Command::Step(StepCmd::Run {
             workflow,
@@ -393,7 +399,10 @@ fn launch_cmd(
         None => Target::host().context("this OS has no sandbox backend")?,
     };
     let mode = match &args.mode {
-        Some(m) => Some(Mode::parse(m).with_context(|| format!("--mode {m:?}: expected auto, full or bridge-only"))?),
+        Some(m) => Some(
+            Mode::parse(m)
+                .with_context(|| format!("--mode {m:?}: expected auto, full or bridge-only"))?,
+        ),
         None => None,
     };
     if args.tmux && args.headless {
@@ -429,9 +438,16 @@ fn launch_cmd(
     if args.tmux {
         let session = platform::start_tmux(&state, &launch)?;
         if args.json {
-            println!("{}", serde_json::json!({"tmux_socket": session.socket, "session": session.name, "mode": launch.mode}));
+            println!(
+                "{}",
+                serde_json::json!({"tmux_socket": session.socket, "session": session.name, "mode": launch.mode})
+            );
         } else {
-            println!("started in tmux: tmux -S {} attach -t {}", session.socket.display(), session.name);
+            println!(
+                "started in tmux: tmux -S {} attach -t {}",
+                session.socket.display(),
+                session.name
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -451,7 +467,10 @@ fn launch_cmd(
 fn print_launch(l: &launch::Launch) {
     println!("cli:      {}", l.cli);
     println!("chat:     {}  workflow: {}", l.chat, l.workflow);
-    println!("mode:     {} (requested {}): {}", l.mode.mode, l.mode.requested, l.mode.reason);
+    println!(
+        "mode:     {} (requested {}): {}",
+        l.mode.mode, l.mode.requested, l.mode.reason
+    );
     println!("policy:   {}", l.policy_path.display());
     if let Some(p) = &l.profile_path {
         println!("profile:  {}", p.display());
@@ -468,7 +487,11 @@ fn print_launch(l: &launch::Launch) {
         match &f.source {
             launch::FileSource::Content(_) => println!("file:     {}", f.path.display()),
             launch::FileSource::CopyOf(from) => {
-                println!("file:     {} (copy of {}, if present)", f.path.display(), from.display())
+                println!(
+                    "file:     {} (copy of {}, if present)",
+                    f.path.display(),
+                    from.display()
+                )
             }
         }
     }
@@ -477,7 +500,10 @@ fn print_launch(l: &launch::Launch) {
 fn shell_words(argv: &[String]) -> String {
     argv.iter()
         .map(|a| {
-            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=:,@+".contains(c)) {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/._-=:,@+".contains(c))
+            {
                 a.clone()
             } else {
                 format!("'{}'", a.replace('\'', "'\\''"))
@@ -493,7 +519,10 @@ fn profile_cmd(
     args: ProfileArgs,
 ) -> Result<ExitCode> {
     if args.target_os != Target::Macos {
-        bail!("--target-os {}: Seatbelt profiles are for macos", args.target_os);
+        bail!(
+            "--target-os {}: Seatbelt profiles are for macos",
+            args.target_os
+        );
     }
     let state = open_state(state_root.as_ref())?;
     let adapters = adapter::load_all(profiles_dir)?;
@@ -501,7 +530,12 @@ fn profile_cmd(
     let home = match (&args.home, &args.user) {
         (Some(h), None) => h.clone(),
         (None, Some(u)) => {
-            if u.is_empty() || !u.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) || u.starts_with(['.', '-']) {
+            if u.is_empty()
+                || !u
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+                || u.starts_with(['.', '-'])
+            {
                 bail!("--user {u:?} is not a macOS account name");
             }
             PathBuf::from("/Users").join(u)
@@ -511,9 +545,20 @@ fn profile_cmd(
     };
     let req = request(&args.target, Some(Mode::Full), Target::Macos, home)?;
     let tools = platform::tools(&adapter, Target::Macos)?;
-    let launch = launch::plan(&state, &adapter, &req, &tools, |_| Ok("sandbox-exec".into()))?;
+    let launch = launch::plan(
+        &state,
+        &adapter,
+        &req,
+        &tools,
+        |_| Ok("sandbox-exec".into()),
+    )?;
     let text = platform::seatbelt_profile(&launch, &req.home)?;
-    let out = args.out.clone().unwrap_or_else(|| launch.profile_path.clone().expect("macos launch has a profile"));
+    let out = args.out.clone().unwrap_or_else(|| {
+        launch
+            .profile_path
+            .clone()
+            .expect("macos launch has a profile")
+    });
     dispatcher::state::write_atomic(&out, text.as_bytes(), 0o600)?;
     println!("{}", out.display());
     Ok(ExitCode::SUCCESS)
@@ -525,7 +570,10 @@ fn clis_cmd(profiles_dir: Option<&std::path::Path>, json: bool) -> Result<ExitCo
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        println!("{:<10} {:<10} {:<28} MODES HERE", "CLI", "INSTALLED", "VERSION");
+        println!(
+            "{:<10} {:<10} {:<28} MODES HERE",
+            "CLI", "INSTALLED", "VERSION"
+        );
         for r in rows {
             println!(
                 "{:<10} {:<10} {:<28} {}",

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
 use sandboxer::Target;
+use serde::Serialize;
 
 use crate::adapter::{self, Adapter};
 use crate::launch::{Confinement, Launch, Tools};
@@ -146,7 +146,11 @@ pub fn seatbelt_profile(launch: &Launch, home: &Path) -> Result<String> {
         home.to_path_buf(),
         Target::Macos.is_host(),
     )?;
-    let policy = sandboxer::Policy::from_toml(policy_text, &launch.policy_path.display().to_string(), &opts)?;
+    let policy = sandboxer::Policy::from_toml(
+        policy_text,
+        &launch.policy_path.display().to_string(),
+        &opts,
+    )?;
     Ok(sandboxer::seatbelt::render(&policy)?)
 }
 
@@ -202,18 +206,24 @@ pub fn start_tmux(state: &StateRoot, launch: &Launch) -> Result<TmuxSession> {
     let name = format!("chat-{}", launch.chat);
     let base = command(launch)?; // validates the binaries
     let mut cmd = Command::new("tmux");
-    cmd.arg("-S").arg(&socket).args(["new-session", "-d", "-s", &name, "-c"]);
+    cmd.arg("-S")
+        .arg(&socket)
+        .args(["new-session", "-d", "-s", &name, "-c"]);
     cmd.arg(&launch.cwd);
     for (k, v) in &launch.env_set {
         cmd.arg("-e").arg(format!("{k}={v}"));
     }
-    cmd.arg("--").args(tmux_command_args(base.get_program(), base.get_args()));
+    cmd.arg("--")
+        .args(tmux_command_args(base.get_program(), base.get_args()));
     for k in &launch.env_removed {
         cmd.env_remove(k);
     }
     let out = cmd.output().context("cannot run tmux (is it installed?)")?;
     if !out.status.success() {
-        bail!("tmux new-session failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "tmux new-session failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(TmuxSession { socket, name })
 }
@@ -243,7 +253,9 @@ pub fn tmux_command_args<'a>(
         quoted.push(b'\'');
         return vec![tmux_escape(std::ffi::OsString::from_vec(quoted))];
     }
-    argv.into_iter().map(|a| tmux_escape(a.to_os_string())).collect()
+    argv.into_iter()
+        .map(|a| tmux_escape(a.to_os_string()))
+        .collect()
 }
 
 fn tmux_escape(arg: std::ffi::OsString) -> std::ffi::OsString {
@@ -284,7 +296,10 @@ pub fn cli_status(adapters: &[Adapter]) -> Vec<CliStatus> {
             let version = binary.as_ref().and_then(|b| {
                 let out = Command::new(b).args(&a.version_args).output().ok()?;
                 let text = String::from_utf8_lossy(&out.stdout);
-                text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+                text.lines()
+                    .next()
+                    .map(|l| l.trim().to_string())
+                    .filter(|l| !l.is_empty())
             });
             let modes_here = a
                 .modes

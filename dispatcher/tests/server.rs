@@ -142,7 +142,8 @@ mcp = ["--bridge", "{{bridge_command}}", "{{bridge_socket}}"]
 
     fn chats(&self, ids: &[&str]) {
         for c in ids {
-            self.cli(&["chat", "add", c, "--mode", "bridge-only"]).success();
+            self.cli(&["chat", "add", c, "--mode", "bridge-only"])
+                .success();
         }
     }
 
@@ -194,7 +195,12 @@ mcp = ["--bridge", "{{bridge_command}}", "{{bridge_socket}}"]
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| {
                 let mut err = String::new();
-                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
                 panic!("the server did not start: {line:?} {err}")
             });
         let stderr = child.stderr.take().unwrap();
@@ -221,7 +227,9 @@ mcp = ["--bridge", "{{bridge_command}}", "{{bridge_socket}}"]
             let p = e.path();
             let text = std::fs::read_to_string(&p).unwrap_or_default();
             let ident = if p.extension().is_some_and(|x| x == "json") {
-                serde_json::from_str::<Value>(&text).ok().and_then(|v| v["ident"].as_str().map(str::to_string))
+                serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["ident"].as_str().map(str::to_string))
             } else {
                 None
             };
@@ -235,7 +243,11 @@ mcp = ["--bridge", "{{bridge_command}}", "{{bridge_socket}}"]
         }
         let sock = self.root.join("tmux/default");
         if sock.exists() {
-            let _ = Command::new("tmux").arg("-S").arg(&sock).arg("kill-server").output();
+            let _ = Command::new("tmux")
+                .arg("-S")
+                .arg(&sock)
+                .arg("kill-server")
+                .output();
         }
     }
 }
@@ -296,7 +308,13 @@ impl Server {
         if body.is_some() {
             headers.push(("Content-Type", "application/json"));
         }
-        http(self.port, method, path, &headers, body.as_deref().unwrap_or("").as_bytes())
+        http(
+            self.port,
+            method,
+            path,
+            &headers,
+            body.as_deref().unwrap_or("").as_bytes(),
+        )
     }
 
     fn get(&self, path: &str) -> Value {
@@ -368,7 +386,13 @@ impl Drop for Server {
 }
 
 /// One raw HTTP/1.1 request; returns the status and the JSON body (Null when none).
-fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Value) {
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Value) {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
@@ -476,7 +500,10 @@ fn grows(file: &Path) -> bool {
 }
 
 fn have_tmux() -> bool {
-    Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success())
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 // ---- auth and input ------------------------------------------------------------------------
@@ -488,12 +515,20 @@ fn without_the_token_nothing_is_done() {
     w.chats(&["c1"]);
     let mut srv = w.serve();
     let info: Value =
-        serde_json::from_str(&std::fs::read_to_string(w.root.join("server.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(w.root.join("server.json")).unwrap())
+            .unwrap();
     assert_eq!(info["port"], srv.port);
     assert_eq!(info["pid"], srv.pid());
-    let mode = std::fs::metadata(w.root.join("server.json")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(w.root.join("server.json"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
-    assert!(!std::fs::read_to_string(w.root.join("server.json")).unwrap().contains(&w.token));
+    assert!(
+        !std::fs::read_to_string(w.root.join("server.json"))
+            .unwrap()
+            .contains(&w.token)
+    );
 
     let before = snapshot(&w.root);
     let hb = w.base().join("hb");
@@ -528,7 +563,10 @@ fn without_the_token_nothing_is_done() {
         }
     }
     std::thread::sleep(Duration::from_millis(300));
-    assert!(srv.alive(), "a shutdown without the token stopped the server");
+    assert!(
+        srv.alive(),
+        "a shutdown without the token stopped the server"
+    );
     assert!(!hb.exists(), "a launch without the token ran the CLI");
     assert_eq!(snapshot(&w.root), before, "the state root changed");
     assert_eq!(srv.chat("c1")["state"], "never");
@@ -538,6 +576,19 @@ fn without_the_token_nothing_is_done() {
     let (s, v) = srv.call("POST", "/v1/chats/c1/stop", None);
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["ended"]["code"], 7, "{v}");
+    // A refused launch leaves the last one standing.
+    let (s, _) = srv.call(
+        "POST",
+        "/v1/chats/launch",
+        Some(json!({"cli":"fake","chat":"c1","workflow":"nope"})),
+    );
+    assert_eq!(s, 404);
+    let v = srv.chat("c1");
+    assert_eq!(
+        (v["state"].as_str(), v["ended"]["code"].as_i64()),
+        (Some("exited"), Some(7)),
+        "{v}"
+    );
     srv.shutdown();
 }
 
@@ -549,17 +600,27 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
     let mut srv = w.serve();
     let before = snapshot(&w.root);
     let auth = format!("Bearer {}", w.token);
-    let json_h = vec![("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+    let json_h = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
     let p = srv.port;
     let post = |body: &[u8]| http(p, "POST", "/v1/chats/launch", &json_h, body);
 
     let (s, v) = post(b"{not json");
-    assert_eq!((s, v["error"]["code"].as_str()), (400, Some("bad_json")), "{v}");
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (400, Some("bad_json")),
+        "{v}"
+    );
     let (s, v) = post(b"[1,2]");
     assert_eq!(s, 400, "{v}");
     let (s, v) = post(br#"{"cli":"fake","chat":"c1","workflow":"w1","colour":"red"}"#);
     assert_eq!(s, 400, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("colour"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("colour"),
+        "{v}"
+    );
     let (s, v) = post(br#"{"cli":"fake","chat":"c1"}"#);
     assert_eq!(s, 400, "{v}");
     let (s, v) = http(p, "POST", "/v1/chats/launch", &json_h, b"");
@@ -568,14 +629,21 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
         p,
         "POST",
         "/v1/chats/launch",
-        &[("Authorization", auth.as_str()), ("Content-Type", "text/plain")],
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "text/plain"),
+        ],
         br#"{"cli":"fake","chat":"c1","workflow":"w1"}"#,
     );
     assert_eq!(s, 415, "{v}");
     // Over the body limit: refused before it is read.
     let big = vec![b' '; dispatcher::server::MAX_BODY_BYTES + 1];
     let (s, v) = post(&big);
-    assert_eq!((s, v["error"]["code"].as_str()), (413, Some("body_too_large")), "{v}");
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (413, Some("body_too_large")),
+        "{v}"
+    );
     // A body that claims more than the limit, and sends nothing.
     let (s, _) = raw(
         p,
@@ -587,7 +655,9 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
         format!("POST /v1/chats/launch HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nAuthorization: {auth}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").as_bytes(),
     );
     assert_eq!(s, 411);
-    let mut huge = format!("GET /v1/chats HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nAuthorization: {auth}\r\nX-Pad: ");
+    let mut huge = format!(
+        "GET /v1/chats HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nAuthorization: {auth}\r\nX-Pad: "
+    );
     huge.push_str(&"a".repeat(dispatcher::server::MAX_HEADER_BYTES));
     huge.push_str("\r\n\r\n");
     assert_eq!(raw(p, huge.as_bytes()).0, 431);
@@ -596,14 +666,23 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
     // A Host that is not this loopback port (DNS rebinding): refused before the token.
     let (s, _) = raw(
         p,
-        format!("GET /v1/chats HTTP/1.1\r\nHost: evil.example:{p}\r\nAuthorization: {auth}\r\n\r\n").as_bytes(),
+        format!(
+            "GET /v1/chats HTTP/1.1\r\nHost: evil.example:{p}\r\nAuthorization: {auth}\r\n\r\n"
+        )
+        .as_bytes(),
     );
     assert_eq!(s, 400);
     let (s, v) = http(p, "DELETE", "/v1/chats", &json_h, b"");
     assert_eq!(s, 405, "{v}");
     let (s, v) = http(p, "GET", "/v1/chats/launch/x", &json_h, b"");
     assert_eq!(s, 404, "{v}");
-    let (s, v) = http(p, "POST", "/v1/chats/c1/stop", &json_h, br#"{"grace_seconds":-1}"#);
+    let (s, v) = http(
+        p,
+        "POST",
+        "/v1/chats/c1/stop",
+        &json_h,
+        br#"{"grace_seconds":-1}"#,
+    );
     assert_eq!(s, 400, "{v}");
     let (s, v) = http(p, "GET", "/v1/chats/c1/events?after=x", &json_h, b"");
     assert_eq!(s, 400, "{v}");
@@ -612,14 +691,19 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
     slow.write_all(b"GET /v1/chats HTTP/1.1\r\n").unwrap();
     assert_eq!(srv.list().len(), 1);
     let t = Instant::now();
-    slow.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut resp = String::new();
     let _ = slow.read_to_string(&mut resp);
     assert!(resp.starts_with("HTTP/1.1 408"), "{resp:?}");
     assert!(t.elapsed() <= dispatcher::server::REQUEST_TIMEOUT + Duration::from_secs(2));
 
     assert!(srv.alive());
-    assert_eq!(snapshot(&w.root), before, "a refused request changed the state root");
+    assert_eq!(
+        snapshot(&w.root),
+        before,
+        "a refused request changed the state root"
+    );
     srv.shutdown();
 }
 
@@ -631,20 +715,72 @@ fn unknown_chats_workflows_and_clis_are_clear_4xx_and_change_nothing() {
     let srv = w.serve();
     let before = snapshot(&w.root);
     let cases = [
-        (json!({"cli":"fake","chat":"nope","workflow":"w1"}), 404, "unknown_chat", "nope"),
-        (json!({"cli":"fake","chat":"c1","workflow":"nope"}), 404, "unknown_workflow", "nope"),
-        (json!({"cli":"nope","chat":"c1","workflow":"w1"}), 404, "unknown_cli", "fake"),
-        (json!({"cli":"fake","chat":"../c1","workflow":"w1"}), 400, "bad_request", "invalid chat id"),
-        (json!({"cli":"fake","chat":"c1","workflow":"w1","mode":"unconfined"}), 400, "bad_request", "unconfined"),
-        (json!({"cli":"fake","chat":"c1","workflow":"w1","supervision":"screen"}), 400, "bad_request", "screen"),
-        (json!({"cli":"fake","chat":"c1","workflow":"w1","attach":["w1"]}), 422, "launch_refused", "own workflow"),
-        (json!({"cli":"fake","chat":"c1","workflow":"w1","attach":["nope"]}), 404, "unknown_workflow", "nope"),
-        (json!({"cli":"fake","chat":"c1","workflow":"w1","cli_args":["a\u{0}b"]}), 400, "bad_request", "NUL"),
+        (
+            json!({"cli":"fake","chat":"nope","workflow":"w1"}),
+            404,
+            "unknown_chat",
+            "nope",
+        ),
+        (
+            json!({"cli":"fake","chat":"c1","workflow":"nope"}),
+            404,
+            "unknown_workflow",
+            "nope",
+        ),
+        (
+            json!({"cli":"nope","chat":"c1","workflow":"w1"}),
+            404,
+            "unknown_cli",
+            "fake",
+        ),
+        (
+            json!({"cli":"fake","chat":"../c1","workflow":"w1"}),
+            400,
+            "bad_request",
+            "invalid chat id",
+        ),
+        (
+            json!({"cli":"fake","chat":"c1","workflow":"w1","mode":"unconfined"}),
+            400,
+            "bad_request",
+            "unconfined",
+        ),
+        (
+            json!({"cli":"fake","chat":"c1","workflow":"w1","supervision":"screen"}),
+            400,
+            "bad_request",
+            "screen",
+        ),
+        (
+            json!({"cli":"fake","chat":"c1","workflow":"w1","attach":["w1"]}),
+            422,
+            "launch_refused",
+            "own workflow",
+        ),
+        (
+            json!({"cli":"fake","chat":"c1","workflow":"w1","attach":["nope"]}),
+            404,
+            "unknown_workflow",
+            "nope",
+        ),
+        (
+            json!({"cli":"fake","chat":"c1","workflow":"w1","cli_args":["a\u{0}b"]}),
+            400,
+            "bad_request",
+            "NUL",
+        ),
     ];
     for (body, status, code, says) in cases {
         let (s, v) = srv.call("POST", "/v1/chats/launch", Some(body.clone()));
-        assert_eq!((s, v["error"]["code"].as_str()), (status, Some(code)), "{body}: {v}");
-        assert!(v["error"]["message"].as_str().unwrap().contains(says), "{body}: {v}");
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{body}: {v}"
+        );
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(says),
+            "{body}: {v}"
+        );
     }
     for (method, path, status, code) in [
         ("POST", "/v1/chats/nope/stop", 404, "unknown_chat"),
@@ -654,12 +790,30 @@ fn unknown_chats_workflows_and_clis_are_clear_4xx_and_change_nothing() {
         ("GET", "/v1/chats/bad%2Fid", 400, "bad_request"),
     ] {
         let (s, v) = srv.call(method, path, None);
-        assert_eq!((s, v["error"]["code"].as_str()), (status, Some(code)), "{method} {path}: {v}");
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{method} {path}: {v}"
+        );
     }
     assert_eq!(snapshot(&w.root), before);
     // The client commands say the server's words.
-    let err = w.cli(&["chats", "launch", "--cli", "nope", "--chat", "c1", "--workflow", "w1"]).failure();
-    assert!(err.contains("404") && err.contains("unknown CLI \"nope\""), "{err}");
+    let err = w
+        .cli(&[
+            "chats",
+            "launch",
+            "--cli",
+            "nope",
+            "--chat",
+            "c1",
+            "--workflow",
+            "w1",
+        ])
+        .failure();
+    assert!(
+        err.contains("404") && err.contains("unknown CLI \"nope\""),
+        "{err}"
+    );
     srv.shutdown();
 }
 
@@ -672,9 +826,15 @@ fn serve_listens_on_loopback_only_and_once_per_state_root() {
     }
     let srv = w.serve();
     let err = w.cli(&["serve", "--port", "0"]).failure();
-    assert!(err.contains("already serves") && err.contains(&srv.port.to_string()), "{err}");
+    assert!(
+        err.contains("already serves") && err.contains(&srv.port.to_string()),
+        "{err}"
+    );
     srv.shutdown();
-    assert!(!w.root.join("server.json").exists(), "server.json left after a clean stop");
+    assert!(
+        !w.root.join("server.json").exists(),
+        "server.json left after a clean stop"
+    );
 }
 
 // ---- chats ---------------------------------------------------------------------------------
@@ -693,10 +853,19 @@ fn a_bridge_only_chat_reaches_its_workflow_through_the_bridge_and_nothing_more()
         &script,
         mcp_lines(&[
             ("read_file", json!({"path": wf.join("notes.md")})),
-            ("write_file", json!({"path": wf.join("out.md"), "content": "written via bridge", "create": true})),
+            (
+                "write_file",
+                json!({"path": wf.join("out.md"), "content": "written via bridge", "create": true}),
+            ),
             ("read_file", json!({"path": config})),
-            ("read_file", json!({"path": w.workflow_dir("w2").join("secret.md")})),
-            ("write_file", json!({"path": w.workflow_dir("w2").join("x.md"), "content": "no", "create": true})),
+            (
+                "read_file",
+                json!({"path": w.workflow_dir("w2").join("secret.md")}),
+            ),
+            (
+                "write_file",
+                json!({"path": w.workflow_dir("w2").join("x.md"), "content": "no", "create": true}),
+            ),
             ("list_dir", json!({"path": wf.join("planning")})),
         ]),
     )
@@ -721,14 +890,26 @@ fn a_bridge_only_chat_reaches_its_workflow_through_the_bridge_and_nothing_more()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| Some((v["id"].as_i64()?, v)))
         .collect();
-    let text = |id: i64| replies[&id]["result"]["content"][0]["text"].as_str().unwrap().to_string();
+    let text = |id: i64| {
+        replies[&id]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     let is_err = |id: i64| replies[&id]["result"]["isError"].as_bool().unwrap();
-    assert!(!is_err(1) && text(1).contains("workflow notes"), "{}", text(1));
+    assert!(
+        !is_err(1) && text(1).contains("workflow notes"),
+        "{}",
+        text(1)
+    );
     assert!(!is_err(2), "{}", text(2));
     for id in 3..=6 {
         assert!(is_err(id), "call {id} was allowed: {}", text(id));
     }
-    assert_eq!(std::fs::read_to_string(wf.join("out.md")).unwrap(), "written via bridge");
+    assert_eq!(
+        std::fs::read_to_string(wf.join("out.md")).unwrap(),
+        "written via bridge"
+    );
     assert!(!w.workflow_dir("w2").join("x.md").exists());
     // The sandbox refuses the protected file to the CLI itself too.
     assert!(out.contains("direct-read: refused"), "{out}");
@@ -736,7 +917,12 @@ fn a_bridge_only_chat_reaches_its_workflow_through_the_bridge_and_nothing_more()
     let bridge: Vec<(&str, &str)> = events
         .iter()
         .filter(|e| e["event"] == "bridge")
-        .map(|e| (e["call"]["tool"].as_str().unwrap(), e["call"]["verdict"].as_str().unwrap()))
+        .map(|e| {
+            (
+                e["call"]["tool"].as_str().unwrap(),
+                e["call"]["verdict"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         bridge,
@@ -755,7 +941,10 @@ fn a_bridge_only_chat_reaches_its_workflow_through_the_bridge_and_nothing_more()
     assert_eq!(k.last().map(String::as_str), Some("exited"));
     let started = &events[1];
     assert_eq!(started["mode"], "bridge-only");
-    assert!(started["reason"].as_str().unwrap().contains("requested"), "{started}");
+    assert!(
+        started["reason"].as_str().unwrap().contains("requested"),
+        "{started}"
+    );
     // The bridge is served only while the chat runs.
     assert!(!w.runtime("c1").join("bridge.sock").exists());
     srv.shutdown();
@@ -769,21 +958,44 @@ fn client_commands_launch_list_stop_and_read_events() {
     let srv = w.serve();
     let hb = w.base().join("hb");
     let out = w
-        .cli(&["chats", "launch", "--cli", "fake", "--chat", "c1", "--workflow", "w1", "--mode", "bridge-only", "--", "hold", hb.to_str().unwrap()])
+        .cli(&[
+            "chats",
+            "launch",
+            "--cli",
+            "fake",
+            "--chat",
+            "c1",
+            "--workflow",
+            "w1",
+            "--mode",
+            "bridge-only",
+            "--",
+            "hold",
+            hb.to_str().unwrap(),
+        ])
         .success();
     assert!(out.contains("launched chat c1"), "{out}");
     wait_running(&hb);
     let list = w.cli(&["chats", "list"]).success();
     let row = list.lines().find(|l| l.starts_with("c1 ")).unwrap();
-    assert!(row.contains("running") && row.contains("bridge-only") && row.contains("pid "), "{list}");
-    let json_list: Value = serde_json::from_str(&w.cli(&["chats", "list", "--json"]).success()).unwrap();
+    assert!(
+        row.contains("running") && row.contains("bridge-only") && row.contains("pid "),
+        "{list}"
+    );
+    let json_list: Value =
+        serde_json::from_str(&w.cli(&["chats", "list", "--json"]).success()).unwrap();
     assert_eq!(json_list["chats"][0]["state"], "running");
     let out = w.cli(&["chats", "stop", "c1", "--grace", "5"]).success();
     assert!(out.contains("exited with status 7"), "{out}");
     let events = w.cli(&["chats", "events", "c1", "--json"]).success();
     let kinds: Vec<String> = events
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["event"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(kinds.first().map(String::as_str), Some("launching"));
     assert!(kinds.contains(&"stop_requested".to_string()), "{kinds:?}");
@@ -810,8 +1022,10 @@ fn tmux_chats_run_on_the_state_roots_tmux_and_stop_with_their_status() {
     let pwned = w.base().join("PWNED");
     // An argument ending in ';' would end tmux's new-session and run the rest as tmux
     // commands (run-shell: unconfined). It must reach the CLI as an argument.
-    let v = srv.launch(json!({"cli":"fake","chat":"c1","workflow":"w1","mode":"bridge-only","supervision":"tmux",
-        "cli_args":["args", "x;", "run-shell", format!("touch {}", pwned.display()), "y\\;"]}));
+    let v = srv.launch(
+        json!({"cli":"fake","chat":"c1","workflow":"w1","mode":"bridge-only","supervision":"tmux",
+        "cli_args":["args", "x;", "run-shell", format!("touch {}", pwned.display()), "y\\;"]}),
+    );
     assert_eq!(v["tmux_session"], "chat-c1");
     let end = srv.wait_ended("c1");
     assert_eq!(end["ended"]["code"], 0, "{end}");
@@ -819,7 +1033,12 @@ fn tmux_chats_run_on_the_state_roots_tmux_and_stop_with_their_status() {
 
     let v = srv.launch(hold_body("c2", &hb, "tmux"));
     assert_eq!(v["state"], "running");
-    assert!(v["tmux_attach"].as_str().unwrap().contains(&w.root.join("tmux/default").display().to_string()));
+    assert!(
+        v["tmux_attach"]
+            .as_str()
+            .unwrap()
+            .contains(&w.root.join("tmux/default").display().to_string())
+    );
     assert!(grows(&hb), "the tmux chat does not run");
     let sessions = Command::new("tmux")
         .arg("-S")
@@ -828,7 +1047,11 @@ fn tmux_chats_run_on_the_state_roots_tmux_and_stop_with_their_status() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&sessions.stdout).trim(), "chat-c2");
-    let (s, v) = srv.call("POST", "/v1/chats/c2/stop", Some(json!({"grace_seconds": 5})));
+    let (s, v) = srv.call(
+        "POST",
+        "/v1/chats/c2/stop",
+        Some(json!({"grace_seconds": 5})),
+    );
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["ended"]["code"], 7, "{v}");
     assert!(!grows(&hb));
@@ -852,14 +1075,26 @@ fn two_servers_side_by_side_see_only_their_own_chats_and_stop_only_themselves() 
     let v = sa.launch(hold_body("shared", &hb_a, "structured"));
     assert_eq!(v["state"], "running");
     assert_eq!(sb.chat("shared")["state"], "never");
-    assert_eq!(sb.list().keys().cloned().collect::<Vec<_>>(), vec!["only-b", "shared"]);
-    assert_eq!(sa.list().keys().cloned().collect::<Vec<_>>(), vec!["only-a", "shared"]);
+    assert_eq!(
+        sb.list().keys().cloned().collect::<Vec<_>>(),
+        vec!["only-b", "shared"]
+    );
+    assert_eq!(
+        sa.list().keys().cloned().collect::<Vec<_>>(),
+        vec!["only-a", "shared"]
+    );
     let (s, _) = sb.call("POST", "/v1/chats/shared/stop", None);
     assert_eq!(s, 409, "B stopped A's chat");
     let (s, _) = sb.call("GET", "/v1/chats/only-a", None);
     assert_eq!(s, 404);
     // A's token is not B's.
-    let (s, _) = http(sb.port, "GET", "/v1/chats", &[("Authorization", &format!("Bearer {}", a.token))], b"");
+    let (s, _) = http(
+        sb.port,
+        "GET",
+        "/v1/chats",
+        &[("Authorization", &format!("Bearer {}", a.token))],
+        b"",
+    );
     assert_eq!(s, 401);
     // `stop --port` with the other state root's token stops nothing.
     let err = b.cli(&["stop", "--port", &sa.port.to_string()]).failure();
@@ -879,16 +1114,29 @@ fn two_servers_side_by_side_see_only_their_own_chats_and_stop_only_themselves() 
     // The next server of A adopts it, then stops it.
     let sa2 = a.serve();
     let v = sa2.chat("shared");
-    assert_eq!((v["state"].as_str(), v["adopted"].as_bool()), (Some("running"), Some(true)), "{v}");
+    assert_eq!(
+        (v["state"].as_str(), v["adopted"].as_bool()),
+        (Some("running"), Some(true)),
+        "{v}"
+    );
     let (s, v) = sa2.call("POST", "/v1/chats/shared/stop", None);
     assert_eq!(s, 200, "{v}");
     assert!(!grows(&hb_a));
     let events = a.events("shared");
-    let k: Vec<String> = kinds(&events).into_iter().filter(|k| k != "output").collect();
-    assert_eq!(k, vec!["launching", "started", "adopted", "stop_requested", "lost"]);
+    let k: Vec<String> = kinds(&events)
+        .into_iter()
+        .filter(|k| k != "output")
+        .collect();
+    assert_eq!(
+        k,
+        vec!["launching", "started", "adopted", "stop_requested", "lost"]
+    );
     // Output written while no server ran, and after the restart, is all recorded.
     let out = stdout_of(&events);
-    assert!(out.starts_with("fake-cli native-tools=off\n") && out.ends_with("got-term\n"), "{out:?}");
+    assert!(
+        out.starts_with("fake-cli native-tools=off\n") && out.ends_with("got-term\n"),
+        "{out:?}"
+    );
     sa2.shutdown();
     sb.shutdown();
 }
@@ -908,11 +1156,16 @@ fn assert_consistent(w: &World, srv: &Server) {
             let launch = e["launch"].as_str().map(str::to_string);
             match e["event"].as_str().unwrap() {
                 "launching" => {
-                    assert!(open.is_none(), "chat {chat}: a launch began while {open:?} was open: {events:#?}");
+                    assert!(
+                        open.is_none(),
+                        "chat {chat}: a launch began while {open:?} was open: {events:#?}"
+                    );
                     open = launch;
                 }
                 "exited" => {
-                    let l = open.take().unwrap_or_else(|| panic!("chat {chat}: exited outside a launch"));
+                    let l = open
+                        .take()
+                        .unwrap_or_else(|| panic!("chat {chat}: exited outside a launch"));
                     *ends.entry(l).or_default() += 1;
                 }
                 "lost" | "launch_failed" => {
@@ -933,15 +1186,25 @@ fn assert_consistent(w: &World, srv: &Server) {
         assert_ne!(state, "launching", "chat {chat} half-registered: {view}");
         match &open {
             Some(l) => {
-                assert_eq!(state, "running", "chat {chat}: launch {l} has no end but the chat is {view}");
+                assert_eq!(
+                    state, "running",
+                    "chat {chat}: launch {l} has no end but the chat is {view}"
+                );
                 assert_eq!(view["launch"].as_str(), Some(l.as_str()));
             }
-            None => assert_ne!(state, "running", "chat {chat} runs without an open launch: {view}"),
+            None => assert_ne!(
+                state, "running",
+                "chat {chat} runs without an open launch: {view}"
+            ),
         }
         if let Some(l) = view["launch"].as_str()
             && state != "running"
         {
-            assert_eq!(ends.get(l), Some(&1), "chat {chat}: the record's launch {l} has no end event");
+            assert_eq!(
+                ends.get(l),
+                Some(&1),
+                "chat {chat}: the record's launch {l} has no end event"
+            );
         }
     }
 }
@@ -951,7 +1214,11 @@ fn a_server_killed_at_each_step_of_a_launch_rolls_back_or_adopts_on_restart() {
     let w = World::new();
     w.workflows(&["w1"]);
     let steps = ["intent", "spawned", "started"];
-    let sups = if have_tmux() { vec!["structured", "tmux"] } else { vec!["structured"] };
+    let sups = if have_tmux() {
+        vec!["structured", "tmux"]
+    } else {
+        vec!["structured"]
+    };
     for sup in &sups {
         for step in steps {
             let chat = format!("{step}-{sup}");
@@ -972,7 +1239,10 @@ fn a_server_killed_at_each_step_of_a_launch_rolls_back_or_adopts_on_restart() {
                 let _ = stream.read_to_string(&mut out);
                 (out.len(), ())
             };
-            assert_eq!(s, 0, "{step}/{sup}: the server answered instead of crashing");
+            assert_eq!(
+                s, 0,
+                "{step}/{sup}: the server answered instead of crashing"
+            );
             let mut srv = srv;
             let deadline = Instant::now() + Duration::from_secs(10);
             while srv.alive() {
@@ -1001,7 +1271,12 @@ fn a_server_killed_at_each_step_of_a_launch_rolls_back_or_adopts_on_restart() {
                     assert!(grows(&hb), "{step}/{sup}: the adopted chat does not run");
                     // Its bridge is served again.
                     let sock = w.runtime(&chat).join("bridge.sock");
-                    let reply = bridge_call(&mut connect(&sock), 1, "list_dir", json!({"path": w.workflow_dir("w1")}));
+                    let reply = bridge_call(
+                        &mut connect(&sock),
+                        1,
+                        "list_dir",
+                        json!({"path": w.workflow_dir("w1")}),
+                    );
                     assert_eq!(reply["result"]["isError"], false, "{reply}");
                     let (s, v) = srv.call("POST", &format!("/v1/chats/{chat}/stop"), None);
                     assert_eq!(s, 200, "{v}");
@@ -1026,13 +1301,23 @@ fn a_server_killed_at_each_step_of_a_launch_rolls_back_or_adopts_on_restart() {
     let mut srv = srv;
     let deadline = Instant::now() + Duration::from_secs(10);
     while srv.alive() {
-        assert!(Instant::now() < deadline, "the server did not crash at 'ended'");
+        assert!(
+            Instant::now() < deadline,
+            "the server did not crash at 'ended'"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let srv = w.serve();
     let view = srv.chat(chat);
-    assert_eq!((view["state"].as_str(), view["ended"]["code"].as_i64()), (Some("exited"), Some(3)), "{view}");
-    assert_eq!(kinds(&w.events(chat)).last().map(String::as_str), Some("exited"));
+    assert_eq!(
+        (view["state"].as_str(), view["ended"]["code"].as_i64()),
+        (Some("exited"), Some(3)),
+        "{view}"
+    );
+    assert_eq!(
+        kinds(&w.events(chat)).last().map(String::as_str),
+        Some("exited")
+    );
     assert_consistent(&w, &srv);
     srv.shutdown();
 }
@@ -1043,7 +1328,12 @@ fn connect(sock: &Path) -> (BufReader<UnixStream>, UnixStream) {
     (BufReader::new(s.try_clone().unwrap()), s)
 }
 
-fn bridge_call(conn: &mut (BufReader<UnixStream>, UnixStream), id: u64, tool: &str, args: Value) -> Value {
+fn bridge_call(
+    conn: &mut (BufReader<UnixStream>, UnixStream),
+    id: u64,
+    tool: &str,
+    args: Value,
+) -> Value {
     try_bridge_call(conn, id, tool, args).expect("bridge call")
 }
 
@@ -1071,7 +1361,11 @@ fn sigkill_during_launches_and_bridge_calls_loses_no_recorded_event() {
     let chats: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
     for c in &chats {
         w.chats(&[c]);
-        std::fs::write(w.workflow_dir("w1").join(format!("{c}.txt")), format!("content of {c}")).unwrap();
+        std::fs::write(
+            w.workflow_dir("w1").join(format!("{c}.txt")),
+            format!("content of {c}"),
+        )
+        .unwrap();
     }
     let base = w.base();
     let hb = |c: &str| base.join(format!("hb-{c}"));
@@ -1092,8 +1386,10 @@ fn sigkill_during_launches_and_bridge_calls_loses_no_recorded_event() {
                 srv.launch(hold_body(c, &hb(c), "structured"));
             }
         }
-        let recorded_before: HashMap<String, usize> =
-            running.iter().map(|c| (c.clone(), bridge_reads(c))).collect();
+        let recorded_before: HashMap<String, usize> = running
+            .iter()
+            .map(|c| (c.clone(), bridge_reads(c)))
+            .collect();
         let acked: Arc<Mutex<HashMap<String, usize>>> = Arc::new(Mutex::new(HashMap::new()));
         let mut threads = Vec::new();
         for c in running {
@@ -1154,7 +1450,10 @@ fn sigkill_during_launches_and_bridge_calls_loses_no_recorded_event() {
         let acked = acked.lock().unwrap().clone();
         let srv = w.serve();
         assert_consistent(&w, &srv);
-        eprintln!("round {round}: acked {acked:?}\n{}", srv.log.lock().unwrap());
+        eprintln!(
+            "round {round}: acked {acked:?}\n{}",
+            srv.log.lock().unwrap()
+        );
         for c in running {
             let mine = acked.get(c).copied().unwrap_or(0);
             let recorded = bridge_reads(c) - recorded_before[c];
@@ -1163,15 +1462,25 @@ fn sigkill_during_launches_and_bridge_calls_loses_no_recorded_event() {
                 recorded == mine || recorded == mine + 1,
                 "round {round} chat {c}: {mine} calls answered, {recorded} recorded"
             );
-            assert!(mine > 0, "round {round} chat {c}: no bridge call went through");
-            assert_eq!(srv.chat(c)["state"], "running", "round {round}: chat {c} was lost");
+            assert!(
+                mine > 0,
+                "round {round} chat {c}: no bridge call went through"
+            );
+            assert_eq!(
+                srv.chat(c)["state"],
+                "running",
+                "round {round}: chat {c} was lost"
+            );
         }
         // No orphan: a chat that is not running does not run. Then the launched half is
         // stopped, to be launched (and killed mid-launch) again next round.
         for c in &chats {
             let v = srv.chat(c);
             if v["state"] != "running" {
-                assert!(!grows(&hb(c)), "round {round}: chat {c} runs unsupervised: {v}");
+                assert!(
+                    !grows(&hb(c)),
+                    "round {round}: chat {c} runs unsupervised: {v}"
+                );
             }
         }
         for c in launching {
@@ -1195,7 +1504,10 @@ fn sigkill_during_launches_and_bridge_calls_loses_no_recorded_event() {
 // ---- load ----------------------------------------------------------------------------------
 
 fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -1217,7 +1529,11 @@ fn load_concurrent_launches_and_bridge_calls() {
     let chats: Vec<String> = (0..chats_n).map(|i| format!("load{i}")).collect();
     for c in &chats {
         w.chats(&[c]);
-        std::fs::write(w.workflow_dir("w1").join(format!("{c}.txt")), format!("content of {c}")).unwrap();
+        std::fs::write(
+            w.workflow_dir("w1").join(format!("{c}.txt")),
+            format!("content of {c}"),
+        )
+        .unwrap();
     }
     let srv = w.serve();
 
@@ -1267,14 +1583,28 @@ fn load_concurrent_launches_and_bridge_calls() {
                     let ci = i % chats.len();
                     let c = &chats[ci];
                     let conn = conns.entry(ci).or_insert_with(|| {
-                        connect(&root.join("state/cli-runtimes/v1").join(c).join("bridge.sock"))
+                        connect(
+                            &root
+                                .join("state/cli-runtimes/v1")
+                                .join(c)
+                                .join("bridge.sock"),
+                        )
                     });
                     let t = Instant::now();
-                    let v = bridge_call(conn, i as u64, "read_file", json!({"path": wf.join(format!("{c}.txt"))}));
+                    let v = bridge_call(
+                        conn,
+                        i as u64,
+                        "read_file",
+                        json!({"path": wf.join(format!("{c}.txt"))}),
+                    );
                     rtts.push(t.elapsed());
                     assert_eq!(v["id"], i as u64, "crossed reply: {v}");
                     let text = v["result"]["content"][0]["text"].as_str().unwrap();
-                    assert_eq!(text, format!("content of {c}"), "crossed reply for {c}: {v}");
+                    assert_eq!(
+                        text,
+                        format!("content of {c}"),
+                        "crossed reply for {c}: {v}"
+                    );
                     per_chat[ci] += 1;
                 }
             })
@@ -1299,7 +1629,10 @@ fn load_concurrent_launches_and_bridge_calls() {
             .iter()
             .filter(|e| e["event"] == "bridge" && e["call"]["tool"] == "read_file")
             .count();
-        assert_eq!(recorded, per_chat[i], "chat {c}: calls answered vs recorded");
+        assert_eq!(
+            recorded, per_chat[i],
+            "chat {c}: calls answered vs recorded"
+        );
     }
     let list = srv.list();
     assert!(list.values().all(|v| v["state"] == "running"));
@@ -1325,7 +1658,10 @@ fn load_concurrent_launches_and_bridge_calls() {
         percentile(&rtts, 0.99).as_secs_f64() * 1e3,
         rtts.last().unwrap().as_secs_f64() * 1e3,
     );
-    println!("load: {chats_n} chats stopped one by one in {:.2}s", stop_wall.as_secs_f64());
+    println!(
+        "load: {chats_n} chats stopped one by one in {:.2}s",
+        stop_wall.as_secs_f64()
+    );
     assert_consistent(&w, &srv);
     srv.shutdown();
 }

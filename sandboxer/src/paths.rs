@@ -112,6 +112,12 @@ fn differ_by_a_name(p: &[u8], r: &[u8]) -> bool {
     if k == p.len() || k == r.len() {
         return false; // one is a byte prefix of the other
     }
+    // The names holding the first difference contain its bytes: if neither is a slash or a
+    // dot, both names are real (neither empty nor `.`). The usual case.
+    let plain_byte = |c: u8| c != b'/' && c != b'.';
+    if plain_byte(p[k]) && plain_byte(r[k]) {
+        return true;
+    }
     // Both start with `/`, so a slash precedes the first difference.
     let slash = p[..k].iter().rposition(|&c| c == b'/').unwrap_or(0);
     let name = |b: &[u8]| {
@@ -188,9 +194,7 @@ pub fn canonicalize_existing_prefix(path: &Path) -> io::Result<PathBuf> {
 
 /// The proper ancestors of `path`, nearest first, excluding `/`.
 pub fn ancestors_below_root(path: &Path) -> impl Iterator<Item = &Path> {
-    path.ancestors()
-        .skip(1)
-        .filter(|a| a.parent().is_some())
+    path.ancestors().skip(1).filter(|a| a.parent().is_some())
 }
 
 #[cfg(test)]
@@ -199,7 +203,10 @@ mod tests {
 
     #[test]
     fn normalize_handles_dots_and_roots() {
-        assert_eq!(normalize(Path::new("/a/./b/../c/")).unwrap(), Path::new("/a/c"));
+        assert_eq!(
+            normalize(Path::new("/a/./b/../c/")).unwrap(),
+            Path::new("/a/c")
+        );
         assert_eq!(normalize(Path::new("/../..")).unwrap(), Path::new("/"));
         assert!(normalize(Path::new("a/b")).is_none());
     }
@@ -275,7 +282,9 @@ mod tests {
         }
         // Longer ones against a few roots.
         for p in &paths {
-            for r in ["/", "/a", "/a/b", "/a/.", "/a/", "//a", "/.a", "/a/..", "/ab", "/a/.b"] {
+            for r in [
+                "/", "/a", "/a/b", "/a/.", "/a/", "//a", "/.a", "/a/..", "/ab", "/a/.b",
+            ] {
                 let r = Path::new(r);
                 assert_eq!(within(p, r), p.starts_with(r), "within {p:?} {r:?}");
                 assert_eq!(

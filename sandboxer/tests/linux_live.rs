@@ -140,6 +140,7 @@ live!(
     fail_closed_enforcer,
     no_user_namespaces,
     landlock_only_shape,
+    landlock_handles_only_what_it_refuses,
 );
 
 // ---- binaries --------------------------------------------------------------------------------
@@ -1257,6 +1258,83 @@ fn no_user_namespaces(r: &Runner) {
     let ran = fx.run(fx.as_runner(r, &open_exec), None);
     assert_eq!(ran.code, Some(0), "{ran:?}");
     assert!(ran.stdout.contains("pid=2\n"), "{ran:?}");
+}
+
+// ---- scenarios: what the kernel's ruleset handles ---------------------------------------------
+
+/// A right the rule on `/` grants is left unhandled (no per-access check), yet the domain
+/// still handles `refer`: it may not mount, and moving or linking files between folders
+/// works. For the fixture's masks plan and for a base-open Landlock-only policy.
+fn landlock_handles_only_what_it_refuses(r: &Runner) {
+    use sandboxer::linux::plan::FsRight;
+    let fx = Fixture::new(r);
+    let masks = fx.plan(r, &[]);
+    assert_eq!(masks.shape, Shape::Masks);
+    let root = &masks.landlock.rules[0];
+    assert_eq!(root.path, Path::new("/"), "{masks:#?}");
+    assert_eq!(root.rights, masks.landlock.handled, "{masks:#?}");
+    let kernel = masks.landlock.kernel_ruleset();
+    assert_eq!(kernel.handled, [FsRight::Refer], "{kernel:#?}");
+    assert_eq!(kernel.rules.len(), 1, "{kernel:#?}");
+    assert_eq!(kernel.rules[0].rights, [FsRight::Refer], "{kernel:#?}");
+
+    let open = fx.root.join("open.toml");
+    fs::write(
+        &open,
+        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n",
+    )
+    .unwrap();
+    chown(&open, Some(fx.uid), Some(fx.gid)).unwrap();
+    let script = format!(
+        "unshare -Urm sh -c 'mount -t tmpfs none {rt}; echo mount=$?'; echo unshare=$?; \
+         mkdir -p {rt}/from {rt}/to && touch {rt}/from/f && mv {rt}/from/f {rt}/to/f && \
+         echo moved=0; ln {rt}/to/f {rt}/from/g && echo linked=0",
+        rt = p(&fx.runtime),
+    );
+    let mut v = argv([sandboxer_bin(r).into_os_string()]);
+    v.extend(argv(["exec", "--enforce", "landlock-only", "--policy"]));
+    v.push(open.clone().into());
+    v.push("--home".into());
+    v.push(fx.home.clone().into());
+    let mut print = v.clone();
+    print.extend(argv(["--print-plan", "--", "true"]));
+    let printed = fx.run(fx.as_runner(r, &print), None);
+    assert_eq!(printed.code, Some(0), "{printed:?}");
+    let plan: Plan = serde_json::from_str(&printed.stdout).unwrap();
+    assert_eq!(plan.shape, Shape::LandlockOnly);
+    assert_eq!(
+        plan.landlock.kernel_ruleset().handled,
+        [FsRight::Refer],
+        "{plan:#?}"
+    );
+    v.extend(argv(["--", "sh", "-c", &script]));
+    let ran = fx.run(fx.as_runner(r, &v), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(
+        !ran.stdout.lines().any(|l| l == "mount=0"),
+        "a mount succeeded inside the Landlock domain: {ran:?}"
+    );
+    assert!(ran.stdout.contains("unshare="), "{ran:?}");
+    for done in ["moved=0", "linked=0"] {
+        assert!(ran.stdout.contains(done), "{done}: {ran:?}");
+    }
+    // Control: outside, the same mount works wherever user namespaces do.
+    let bare = fx.run(
+        fx.bare(
+            r,
+            &argv([
+                "unshare",
+                "-Urm",
+                "sh",
+                "-c",
+                &format!("mount -t tmpfs none {}; echo mount=$?", p(&fx.runtime)),
+            ]),
+        ),
+        None,
+    );
+    if bare.code == Some(0) {
+        assert!(bare.stdout.contains("mount=0"), "{bare:?}");
+    }
 }
 
 // ---- scenarios: the Landlock-only shape --------------------------------------------------------

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use sandboxer::linux::facts::Blocker;
-use sandboxer::linux::plan::{Facts, FsRight, MountStep, Plan, Shape};
+use sandboxer::linux::plan::{Facts, FsRight, LandlockRule, MountStep, Plan, Shape};
 use sandboxer::linux::planner::{
     Decider, EntryKind, GapKind, MemFs, MountEffect, RefusalId, WAYS_OUT_ORIGIN, choose_with,
     classify, plan_with,
@@ -562,6 +562,113 @@ fn host_filesystem_listing_feeds_hole_punching() {
     );
 }
 
+// ---- the ruleset the kernel gets -----------------------------------------------------------------
+
+/// `plan` with its Landlock layer as the enforcer gives it to the kernel
+/// (`LandlockPlan::kernel_ruleset`), so that `Plan::decide` can tell whether it means the same.
+fn as_the_kernel_gets_it(plan: &Plan) -> Plan {
+    let mut out = plan.clone();
+    if plan.landlock.abi == 0 {
+        return out;
+    }
+    let kernel = plan.landlock.kernel_ruleset();
+    out.landlock.handled = kernel.handled.clone();
+    out.landlock.rules = kernel
+        .rules
+        .iter()
+        .map(|k| LandlockRule {
+            rights: k.rights.clone(),
+            ..k.rule.clone()
+        })
+        .collect();
+    out
+}
+
+#[test]
+fn the_kernel_handles_only_rights_some_path_is_refused() {
+    // Base open, masks: the rule on `/` grants everything, so the kernel handles `refer` only
+    // (which keeps the domain from mounting and lets files move between folders).
+    let masks7 = choose_with(&product(), &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    let k = masks7.landlock.kernel_ruleset();
+    assert_eq!(k.handled, [FsRight::Refer]);
+    assert_eq!(k.rules.len(), 1);
+    assert_eq!(k.rules[0].rule.path, Path::new("/"));
+    assert_eq!(k.rules[0].rights, [FsRight::Refer]);
+
+    // ABI 9: resolve-unix is refused in the read-only grant, so it stays handled, with the
+    // rules that grant it around the grant.
+    let masks9 = choose_with(&product(), &facts(9, true), &machine(), Enforce::Auto).unwrap();
+    let k = masks9.landlock.kernel_ruleset();
+    assert_eq!(k.handled, [FsRight::Refer, FsRight::ResolveUnix]);
+    assert_eq!(k.rules[0].rights, [FsRight::Refer]);
+    assert!(
+        k.rules[1..]
+            .iter()
+            .all(|r| r.rights == [FsRight::ResolveUnix])
+    );
+    assert_eq!(k.rules.len(), masks9.landlock.rules.len());
+
+    // A closed base grants little on `/`: nearly everything stays handled.
+    let closed = linux_policy(
+        "version = 1\nbase = \"closed\"\n[closed]\nread = [\"/usr\"]\n",
+        &[],
+    );
+    let plan = plan_with(&closed, &facts(7, false), Shape::LandlockOnly, &machine()).unwrap();
+    let k = plan.landlock.kernel_ruleset();
+    assert!(k.handled.contains(&FsRight::ReadFile));
+    assert!(k.handled.contains(&FsRight::Refer));
+    assert_eq!(k.handled, plan.landlock.handled);
+
+    // Below ABI 2 there is no `refer`: one cheap right stays handled, so that the domain
+    // still may not mount.
+    let open = linux_policy(
+        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n",
+        &[],
+    );
+    let plan = plan_with(&open, &facts(1, false), Shape::LandlockOnly, &machine()).unwrap();
+    let k = plan.landlock.kernel_ruleset();
+    assert_eq!(k.handled, [FsRight::MakeBlock]);
+    assert_eq!(k.rules.len(), 1);
+    assert_eq!(k.rules[0].rights, [FsRight::MakeBlock]);
+
+    // Each means what the plan says, everywhere.
+    for plan in [&masks7, &masks9, &plan] {
+        let kernel = as_the_kernel_gets_it(plan);
+        for path in universe_of(&machine()) {
+            for op in Op::ALL {
+                assert_eq!(
+                    kernel.decide(op, &path).verdict,
+                    plan.decide(op, &path).verdict,
+                    "{op} {}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// Every path of a test machine, and a new entry in each folder.
+fn universe_of(fs: &MemFs) -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("/")];
+    for (path, _) in fs_entries(fs, Path::new("/")) {
+        out.push(path.join("sbx-new"));
+        out.push(path);
+    }
+    out
+}
+
+fn fs_entries(fs: &MemFs, dir: &Path) -> Vec<(PathBuf, EntryKind)> {
+    use sandboxer::linux::planner::FsView;
+    let mut out = Vec::new();
+    for (path, kind) in fs.list(dir).unwrap() {
+        if kind == EntryKind::Dir {
+            out.extend(fs_entries(fs, &path));
+        }
+        out.push((path, kind));
+    }
+    out
+}
+
 // ---- the property -----------------------------------------------------------------------------
 
 /// Cases: PROPTEST_CASES, else 10 000 (the CI value).
@@ -769,8 +876,14 @@ proptest! {
         for &shape in shapes {
             let plan = plan_with(&policy, &facts, shape, &fs)
                 .unwrap_or_else(|e| panic!("{shape}: {e}\n{}", case.text));
+            let kernel = as_the_kernel_gets_it(&plan);
             for q in &queries {
                 for op in Op::ALL {
+                    prop_assert_eq!(
+                        kernel.decide(op, Path::new(q)).verdict,
+                        plan.decide(op, Path::new(q)).verdict,
+                        "{} {} {}: the kernel's ruleset decides otherwise\n{}", shape, op, q, case.text
+                    );
                     let differs = plan.decide(op, Path::new(q)).verdict
                         != policy.decide(op, Path::new(q)).verdict;
                     let kind = classify(&plan, &policy, op, Path::new(q));

@@ -579,7 +579,10 @@ fn explain_policy_form_answers_through_the_backend() {
     assert_eq!(v["outcome"], "deny");
     let why = v["why"].as_str().unwrap();
     assert!(why.contains("reference decide: deny"), "{v}");
-    assert!(why.starts_with("Linux ") || why.starts_with("no Linux plan"), "{v}");
+    assert!(
+        why.starts_with("Linux ") || why.starts_with("no Linux plan"),
+        "{v}"
+    );
     // macOS: the rendered profile answers, with the deciding rule.
     let (code, out, err) = explain(&[
         "--target",
@@ -595,7 +598,13 @@ fn explain_policy_form_answers_through_the_backend() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["outcome"], "allow");
     assert!(v["rule"]["line"].as_u64().unwrap() > 0, "{v}");
-    assert!(v["why"].as_str().unwrap().starts_with("rendered Seatbelt profile"), "{v}");
+    assert!(
+        v["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("rendered Seatbelt profile"),
+        "{v}"
+    );
     // The two forms exclude each other.
     let codex = fixture_path("codex_like.sb");
     let (code, _, _) = explain(&[

@@ -181,10 +181,7 @@ impl Api {
                 return Response::error(
                     400,
                     "bad_request",
-                    format!(
-                        "grace_seconds {s}: expected 0 to {}",
-                        MAX_GRACE.as_secs()
-                    ),
+                    format!("grace_seconds {s}: expected 0 to {}", MAX_GRACE.as_secs()),
                 );
             }
         };
@@ -199,7 +196,11 @@ impl Api {
                 match req.query_param(key) {
                     None => Ok(default),
                     Some(v) => v.parse().map_err(|_| {
-                        ApiError::new(400, "bad_request", format!("{key}={v:?}: expected a number"))
+                        ApiError::new(
+                            400,
+                            "bad_request",
+                            format!("{key}={v:?}: expected a number"),
+                        )
                     }),
                 }
             };
@@ -226,12 +227,19 @@ fn parse_chat(word: &str) -> Result<ChatId, ApiError> {
 }
 
 /// The JSON body: `Ok(None)` only when `optional` and there is none.
-fn body<T: serde::de::DeserializeOwned>(req: &Request, optional: bool) -> Result<Option<T>, Response> {
+fn body<T: serde::de::DeserializeOwned>(
+    req: &Request,
+    optional: bool,
+) -> Result<Option<T>, Response> {
     if req.body.is_empty() {
         return if optional {
             Ok(None)
         } else {
-            Err(Response::error(400, "bad_request", "a JSON body is required"))
+            Err(Response::error(
+                400,
+                "bad_request",
+                "a JSON body is required",
+            ))
         };
     }
     let json_type = req.header_values("content-type").next().is_some_and(|t| {

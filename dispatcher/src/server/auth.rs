@@ -57,7 +57,10 @@ mod tests {
             vec![("authorization", "Bearer ab12 ")],
             vec![("authorization", "Basic ab12")],
             vec![("authorization", "ab12")],
-            vec![("authorization", "Bearer ab12"), ("authorization", "Bearer ab12")],
+            vec![
+                ("authorization", "Bearer ab12"),
+                ("authorization", "Bearer ab12"),
+            ],
         ] {
             assert!(!authorized(&req(&bad), t), "{bad:?}");
         }

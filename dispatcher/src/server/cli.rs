@@ -10,8 +10,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::client::Client;
 use super::ServeOptions;
+use super::client::Client;
 use crate::state::StateRoot;
 
 #[derive(Args, Debug)]
@@ -90,11 +90,7 @@ pub struct LaunchArgs {
 }
 
 /// `dispatcher serve`.
-pub fn serve(
-    state: StateRoot,
-    profiles_dir: Option<PathBuf>,
-    args: ServeArgs,
-) -> Result<ExitCode> {
+pub fn serve(state: StateRoot, profiles_dir: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
     let home = crate::platform::home()?;
     let root = state.path().to_path_buf();
     super::run(
@@ -218,7 +214,11 @@ pub fn chats(state: &StateRoot, cmd: ChatsCmd) -> Result<ExitCode> {
             let mut after = after;
             loop {
                 let v = client
-                    .call("GET", &format!("/v1/chats/{chat}/events?after={after}"), None)?
+                    .call(
+                        "GET",
+                        &format!("/v1/chats/{chat}/events?after={after}"),
+                        None,
+                    )?
                     .ok()?;
                 for e in v["events"].as_array().into_iter().flatten() {
                     if json {

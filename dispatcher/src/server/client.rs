@@ -115,7 +115,10 @@ impl Client {
             .read_to_string()
             .map_err(unreachable)?;
         let body = serde_json::from_str(&text).with_context(|| {
-            format!("the server on port {} answered {status} without JSON", self.port)
+            format!(
+                "the server on port {} answered {status} without JSON",
+                self.port
+            )
         })?;
         Ok(Reply { status, body })
     }

@@ -296,7 +296,11 @@ pub fn write_response(stream: &mut TcpStream, resp: &Response, drain: bool) {
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let mut out = head.into_bytes();
     out.extend_from_slice(&body);
-    if stream.write_all(&out).and_then(|()| stream.flush()).is_err() {
+    if stream
+        .write_all(&out)
+        .and_then(|()| stream.flush())
+        .is_err()
+    {
         return;
     }
     let _ = stream.shutdown(std::net::Shutdown::Write);
@@ -336,10 +340,8 @@ mod tests {
 
     #[test]
     fn parses_a_request_with_a_body() {
-        let r = roundtrip(
-            b"POST /v1/x?after=3 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}",
-        )
-        .unwrap();
+        let r = roundtrip(b"POST /v1/x?after=3 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}")
+            .unwrap();
         assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/x"));
         assert_eq!(r.query_param("after"), Some("3"));
         assert_eq!(r.body, b"{}");
@@ -353,7 +355,10 @@ mod tests {
             (b"GET / HTTP/2.0\r\n\r\n", 505),
             (b"GET  / HTTP/1.1\r\n\r\n", 400),
             (b"GET / HTTP/1.1\r\n folded\r\n\r\n", 400),
-            (b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx", 400),
+            (
+                b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+                400,
+            ),
             (b"GET / HTTP/1.1\r\nContent-Length: +1\r\n\r\nx", 400),
             (b"POST / HTTP/1.1\r\nContent-Length: 999999\r\n\r\n", 413),
             (b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab", 400),

@@ -193,9 +193,10 @@ pub struct LaunchHistory {
 
 /// Reads the part of `events` that belongs to `launch`: from its `launching` event on.
 pub fn history(events: &[Event], launch: &str) -> LaunchHistory {
-    let Some(start) = events.iter().rposition(
-        |e| matches!(&e.kind, EventKind::Launching { launch: l, .. } if l == launch),
-    ) else {
+    let Some(start) = events
+        .iter()
+        .rposition(|e| matches!(&e.kind, EventKind::Launching { launch: l, .. } if l == launch))
+    else {
         // Without its intent, a launch can still have been closed (a failure recorded by
         // reconciliation).
         let ending = events.iter().rev().find_map(|e| match &e.kind {
@@ -272,5 +273,80 @@ pub fn describe_code(code: u8) -> String {
         format!("killed by signal {} (status {code})", code - 128)
     } else {
         format!("exited with status {code}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: EventKind) -> Event {
+        Event::new(&ChatId::new("c").unwrap(), kind)
+    }
+
+    fn launching(id: &str) -> Event {
+        ev(EventKind::Launching {
+            launch: id.into(),
+            cli: "x".into(),
+            workflow: "w".into(),
+            supervision: "structured".into(),
+        })
+    }
+
+    fn output(stream: &str, offset: u64, bytes: u64) -> Event {
+        ev(EventKind::Output {
+            stream: stream.into(),
+            offset,
+            bytes,
+            text: "…".into(),
+        })
+    }
+
+    #[test]
+    fn history_reads_only_its_launch() {
+        let events = vec![
+            launching("L1"),
+            output("stdout", 0, 10),
+            ev(EventKind::Exited { code: 0 }),
+            launching("L2"),
+            ev(EventKind::Bridge {
+                call: serde_json::Value::Null,
+            }),
+            output("stdout", 0, 4),
+            output("stderr", 0, 3),
+            output("stdout", 4, 6),
+        ];
+        let h = history(&events, "L2");
+        assert!(h.intent && !h.started && h.ending.is_none());
+        assert_eq!((h.stdout_done, h.stderr_done), (10, 3));
+        let h1 = history(&events, "L1");
+        assert_eq!(h1.ending.unwrap().0.code, Some(0));
+
+        let mut ended = events.clone();
+        ended.push(ev(EventKind::Started {
+            cli: "x".into(),
+            mode: "full".into(),
+            reason: "r".into(),
+            confined: true,
+            argv: vec![],
+        }));
+        ended.push(ev(EventKind::Lost {
+            launch: "L2".into(),
+            reason: "gone".into(),
+        }));
+        let h = history(&ended, "L2");
+        assert!(h.started);
+        let (ending, failed) = h.ending.unwrap();
+        assert_eq!((ending.how.as_str(), failed), ("lost: gone", false));
+
+        // A failure recorded without its intent (a crash between record and event).
+        let only_failed = vec![ev(EventKind::LaunchFailed {
+            launch: "L3".into(),
+            error: "e".into(),
+        })];
+        let h = history(&only_failed, "L3");
+        assert!(!h.intent);
+        assert!(h.ending.unwrap().1);
+        assert_eq!(history(&only_failed, "L4"), LaunchHistory::default());
     }
 }

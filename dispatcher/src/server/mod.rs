@@ -194,7 +194,11 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(&ServerFile)) -> Result<()> {
                         Err(TrySendError::Full(mut s)) | Err(TrySendError::Disconnected(mut s)) => {
                             http::write_response(
                                 &mut s,
-                                &http::Response::error(503, "busy", "too many requests at once; retry"),
+                                &http::Response::error(
+                                    503,
+                                    "busy",
+                                    "too many requests at once; retry",
+                                ),
                                 false,
                             );
                         }
@@ -234,7 +238,18 @@ fn worker(api: &api::Api, rx: &Mutex<Receiver<TcpStream>>, shutdown: &Mutex<Opti
         let mut stream = stream;
         match http::read_request(&mut stream) {
             Ok(req) => {
-                let (resp, after) = api.handle(&req);
+                let (resp, after) =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| api.handle(&req)))
+                        .unwrap_or_else(|_| {
+                            (
+                                http::Response::error(
+                                    500,
+                                    "internal",
+                                    "the request failed unexpectedly (a bug)",
+                                ),
+                                api::After::Continue,
+                            )
+                        });
                 http::write_response(&mut stream, &resp, false);
                 if let api::After::Shutdown { stop_chats } = after {
                     let mut s = shutdown.lock().unwrap_or_else(|p| p.into_inner());

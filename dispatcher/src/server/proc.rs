@@ -151,7 +151,10 @@ fn write_ident_in_child(path: &CString) -> io::Result<()> {
         let mut len = format_pid(libc::getpid(), &mut buf);
         #[cfg(target_os = "linux")]
         {
-            let stat = libc::open(c"/proc/self/stat".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            let stat = libc::open(
+                c"/proc/self/stat".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            );
             if stat >= 0 {
                 while len < buf.len() {
                     let n = libc::read(stat, buf[len..].as_mut_ptr().cast(), buf.len() - len);

@@ -67,9 +67,7 @@ impl From<StateError> for ApiError {
     fn from(e: StateError) -> ApiError {
         match e {
             StateError::UnknownChat(_) => ApiError::new(404, "unknown_chat", e.to_string()),
-            StateError::UnknownWorkflow(_) => {
-                ApiError::new(404, "unknown_workflow", e.to_string())
-            }
+            StateError::UnknownWorkflow(_) => ApiError::new(404, "unknown_workflow", e.to_string()),
             other => internal(other),
         }
     }
@@ -130,7 +128,13 @@ struct Running {
     tails: Vec<Tail>,
     /// Taken over by this server after a restart.
     adopted: bool,
+    /// tmux: when the pane was first seen dead without its exit status (tmux closes the pane
+    /// when its terminal ends and learns the status when it reaps the process, a moment later).
+    dead_since: Option<Instant>,
 }
+
+/// How long a dead tmux pane may go without an exit status before the chat is recorded lost.
+const STATUS_WAIT: Duration = Duration::from_secs(3);
 
 enum Proc {
     /// Our child; a waiter thread reaps it and reports its status.
@@ -240,12 +244,13 @@ impl Supervisor {
             .iter()
             .map(|a| a.parse::<Attach>().map_err(bad))
             .collect::<Result<Vec<_>, _>>()?;
-        let mode = match &body.mode {
-            None => None,
-            Some(m) => Some(Mode::parse(m).ok_or_else(|| {
-                bad(format!("mode {m:?}: expected auto, full or bridge-only"))
-            })?),
-        };
+        let mode =
+            match &body.mode {
+                None => None,
+                Some(m) => Some(Mode::parse(m).ok_or_else(|| {
+                    bad(format!("mode {m:?}: expected auto, full or bridge-only"))
+                })?),
+            };
         let supervision = match body.supervision.as_deref() {
             None | Some("structured") => Supervision::Structured,
             Some("tmux") => Supervision::Tmux,
@@ -275,14 +280,22 @@ impl Supervisor {
         self.state.require_chat(&chat)?;
         self.state.require_workflow(&workflow)?;
         if self.stopping.load(Ordering::SeqCst) {
-            return Err(ApiError::new(503, "stopping", "the server is shutting down"));
+            return Err(ApiError::new(
+                503,
+                "stopping",
+                "the server is shutting down",
+            ));
         }
 
         let slot = self.slot(&chat);
-        {
+        let previous = {
             let mut st = lock(&slot.st);
-            match &*st {
-                SlotState::Idle(_) => *st = SlotState::Busy,
+            match &mut *st {
+                SlotState::Idle(prev) => {
+                    let prev = prev.take();
+                    *st = SlotState::Busy;
+                    prev
+                }
                 SlotState::Busy => {
                     return Err(ApiError::new(
                         409,
@@ -301,16 +314,20 @@ impl Supervisor {
                     ));
                 }
             }
-        }
-        let result = self.launch_busy(
-            &chat,
-            &workflow,
-            &attach,
-            mode,
-            supervision,
-            &adapter,
-            &body,
-        );
+        };
+        // A panic must not leave the chat busy for good.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.launch_busy(
+                &chat,
+                &workflow,
+                &attach,
+                mode,
+                supervision,
+                &adapter,
+                &body,
+            )
+        }))
+        .unwrap_or_else(|_| Err((internal("the launch failed unexpectedly (a bug)"), None)));
         let mut st = lock(&slot.st);
         let out = match result {
             Ok((running, child)) => {
@@ -325,7 +342,8 @@ impl Supervisor {
                 return Ok(view);
             }
             Err((e, record)) => {
-                *st = SlotState::Idle(record.map(Box::new));
+                // Refused before anything was journaled: the last launch still stands.
+                *st = SlotState::Idle(record.or(previous));
                 Err(e)
             }
         };
@@ -346,7 +364,7 @@ impl Supervisor {
         supervision: Supervision,
         adapter: &adapter::Adapter,
         body: &LaunchBody,
-    ) -> Result<(Running, Option<Child>), (ApiError, Option<Record>)> {
+    ) -> Result<(Running, Option<Child>), (ApiError, Option<Box<Record>>)> {
         let target = sandboxer::Target::host()
             .ok_or_else(|| (internal("this OS has no sandbox backend"), None))?;
         let req = LaunchRequest {
@@ -379,7 +397,11 @@ impl Supervisor {
         if supervision == Supervision::Tmux {
             if !tmux::available() {
                 return Err((
-                    ApiError::new(422, "not_installed", "tmux is not installed here; launch structured instead"),
+                    ApiError::new(
+                        422,
+                        "not_installed",
+                        "tmux is not installed here; launch structured instead",
+                    ),
                     None,
                 ));
             }
@@ -500,6 +522,7 @@ impl Supervisor {
                 proc,
                 tails,
                 adopted: false,
+                dead_since: None,
             };
             self.kill_now(&mut running, child);
             let Running { record, events, .. } = running;
@@ -509,7 +532,9 @@ impl Supervisor {
         record.phase = Phase::Running;
         if let Err(e) = record.save(&self.state) {
             // The event log already says started: a restart adopts the chat from it.
-            warn(format!("chat {chat}: the journal record was not updated: {e}"));
+            warn(format!(
+                "chat {chat}: the journal record was not updated: {e}"
+            ));
         }
         Ok((
             Running {
@@ -519,6 +544,7 @@ impl Supervisor {
                 proc,
                 tails,
                 adopted: false,
+                dead_since: None,
             },
             child,
         ))
@@ -530,7 +556,7 @@ impl Supervisor {
         mut record: Record,
         events: Option<&EventLog>,
         err: ApiError,
-    ) -> (ApiError, Option<Record>) {
+    ) -> (ApiError, Option<Box<Record>>) {
         let ev = Event::new(
             &record.chat,
             EventKind::LaunchFailed {
@@ -554,10 +580,13 @@ impl Supervisor {
             how: format!("launch failed: {}", err.message),
         });
         if let Err(e) = record.save(&self.state) {
-            warn(format!("chat {}: journal record not updated: {e}", record.chat));
+            warn(format!(
+                "chat {}: journal record not updated: {e}",
+                record.chat
+            ));
         }
         self.cleanup_files(&record);
-        (err, Some(record))
+        (err, Some(Box::new(record)))
     }
 
     fn serve_bridge(&self, record: &Record, events: EventLog) -> anyhow::Result<BridgeHandle> {
@@ -659,7 +688,9 @@ impl Supervisor {
         if let Err(e) = spawned {
             // The child was dropped unreaped: the monitor watches it like an adopted process
             // and sees it end (as a zombie), with an unknown status.
-            warn(format!("cannot start a waiter thread: {e}; watching by polling"));
+            warn(format!(
+                "cannot start a waiter thread: {e}; watching by polling"
+            ));
             if let Some(slot) = self.existing_slot(&chat_of_failed_waiter) {
                 let mut st = lock(&slot.st);
                 if let SlotState::Running(r) = &mut *st
@@ -675,13 +706,7 @@ impl Supervisor {
 
     /// Ends `launch_id` if it is the running one: output drained, bridge stopped, the end
     /// recorded (event, then record), files removed.
-    fn finish_locked(
-        &self,
-        chat: &ChatId,
-        st: &mut SlotState,
-        launch_id: &str,
-        ending: Ending,
-    ) {
+    fn finish_locked(&self, chat: &ChatId, st: &mut SlotState, launch_id: &str, ending: Ending) {
         let SlotState::Running(r) = st else { return };
         if r.record.launch != launch_id {
             return;
@@ -700,7 +725,9 @@ impl Supervisor {
             },
         };
         if let Err(e) = r.events.append(&Event::new(chat, kind)) {
-            warn(format!("chat {chat}: its end was not recorded in its events: {e}"));
+            warn(format!(
+                "chat {chat}: its end was not recorded in its events: {e}"
+            ));
         }
         self.failpoint("ended");
         let mut record = r.record.clone();
@@ -776,7 +803,8 @@ impl Supervisor {
     /// Stops a running chat: SIGTERM to its process group, SIGKILL after `grace`; returns
     /// once its end is recorded.
     pub fn stop(&self, chat_word: &str, grace: Duration) -> Result<Value, ApiError> {
-        let chat = ChatId::new(chat_word).map_err(|e| ApiError::new(400, "bad_request", e.to_string()))?;
+        let chat =
+            ChatId::new(chat_word).map_err(|e| ApiError::new(400, "bad_request", e.to_string()))?;
         self.state.require_chat(&chat)?;
         let Some(slot) = self.existing_slot(&chat) else {
             return Err(not_running(&chat));
@@ -803,9 +831,8 @@ impl Supervisor {
                 SlotState::Idle(_) => return Err(not_running(&chat)),
             }
         };
-        let ended = |st: &SlotState| {
-            !matches!(st, SlotState::Running(r) if r.record.launch == launch_id)
-        };
+        let ended =
+            |st: &SlotState| !matches!(st, SlotState::Running(r) if r.record.launch == launch_id);
         let wait = |limit: Duration| -> bool {
             let deadline = Instant::now() + limit;
             let mut st = lock(&slot.st);
@@ -884,6 +911,7 @@ impl Supervisor {
             .map(|(c, s)| (c.clone(), s.clone()))
             .collect();
         let mut panes: Option<HashMap<String, tmux::Pane>> = None;
+        let mut nudged = false;
         for (chat, slot) in slots {
             let mut st = match slot.st.try_lock() {
                 Ok(g) => g,
@@ -924,6 +952,18 @@ impl Supervisor {
                     let pane = panes.as_ref().and_then(|p| p.get(session));
                     match pane {
                         Some(p) if p.launch == launch_id && !p.dead => None,
+                        Some(p)
+                            if p.launch == launch_id
+                                && p.status.is_none()
+                                && r.dead_since.get_or_insert_with(Instant::now).elapsed()
+                                    < STATUS_WAIT =>
+                        {
+                            if !nudged {
+                                tmux::nudge(&self.tmux_socket);
+                                nudged = true;
+                            }
+                            None
+                        }
                         Some(p) if p.launch == launch_id => {
                             let _ = tmux::kill_session(&self.tmux_socket, session);
                             Some(match p.status {
@@ -957,7 +997,11 @@ impl Supervisor {
     /// Reconciles the journal with what runs, before the server takes requests. Returns one
     /// line per chat it acted on.
     pub fn reconcile(self: &Arc<Self>) -> Result<Vec<String>, StateError> {
-        for dir in [journal::server_dir(&self.state), journal::records_dir(&self.state), journal::output_dir(&self.state)] {
+        for dir in [
+            journal::server_dir(&self.state),
+            journal::records_dir(&self.state),
+            journal::output_dir(&self.state),
+        ] {
             std::fs::create_dir_all(&dir).map_err(|source| StateError::Io {
                 path: dir.clone(),
                 what: "cannot create",
@@ -975,10 +1019,17 @@ impl Supervisor {
             .into_iter()
             .map(|b| format!("unreadable journal record, ignored: {b}"))
             .collect();
-        let panes = tmux::list(&self.tmux_socket).unwrap_or_else(|e| {
+        let mut panes = tmux::list(&self.tmux_socket).unwrap_or_else(|e| {
             report.push(format!("cannot list tmux sessions: {e:#}"));
             HashMap::new()
         });
+        if panes.values().any(|p| p.dead && p.status.is_none()) {
+            tmux::nudge(&self.tmux_socket);
+            std::thread::sleep(Duration::from_millis(200));
+            if let Ok(again) = tmux::list(&self.tmux_socket) {
+                panes = again;
+            }
+        }
         for record in records {
             let chat = record.chat.clone();
             let slot = self.slot(&chat);
@@ -1015,7 +1066,10 @@ impl Supervisor {
                 let _ = tmux::kill_session(&self.tmux_socket, &session);
             }
             record.phase = if failed { Phase::Failed } else { Phase::Exited };
-            let line = format!("launch {} had ended ({}); record updated", record.launch, ending.how);
+            let line = format!(
+                "launch {} had ended ({}); record updated",
+                record.launch, ending.how
+            );
             record.ended = Some(ending);
             if let Err(e) = record.save(&self.state) {
                 warn(format!("chat {chat}: journal record not updated: {e}"));
@@ -1053,9 +1107,8 @@ impl Supervisor {
                 }
                 _ => {}
             }
-            let error = format!(
-                "the server stopped before the launch completed; rolled back: {what}"
-            );
+            let error =
+                format!("the server stopped before the launch completed; rolled back: {what}");
             let ev = Event::new(
                 &chat,
                 EventKind::LaunchFailed {
@@ -1064,7 +1117,9 @@ impl Supervisor {
                 },
             );
             if let Err(e) = EventLog::open(&self.state, &chat).and_then(|l| l.append(&ev)) {
-                warn(format!("chat {chat}: rollback not recorded in its events: {e}"));
+                warn(format!(
+                    "chat {chat}: rollback not recorded in its events: {e}"
+                ));
             }
             record.phase = Phase::Failed;
             record.ended = Some(Ending {
@@ -1108,7 +1163,8 @@ impl Supervisor {
                         },
                         None => Ending {
                             code: None,
-                            how: "lost: server restarted; tmux did not report its exit status".into(),
+                            how: "lost: server restarted; tmux did not report its exit status"
+                                .into(),
                         },
                     }
                 }
@@ -1129,6 +1185,7 @@ impl Supervisor {
                 proc: Proc::Tmux(session.clone()),
                 tails,
                 adopted: true,
+                dead_since: None,
             }));
             self.finish_locked(&chat, &mut st, &launch_id, ending);
             return (st, Some(line));
@@ -1138,7 +1195,8 @@ impl Supervisor {
         let bridge = match self.serve_bridge(&record, events_log.clone()) {
             Ok(b) => b,
             Err(e) => {
-                let why = format!("stopped: its bridge could not be served again after a restart: {e:#}");
+                let why =
+                    format!("stopped: its bridge could not be served again after a restart: {e:#}");
                 let mut running = Running {
                     tails: self.resume_tails(&record, &h),
                     record,
@@ -1146,6 +1204,7 @@ impl Supervisor {
                     bridge: None,
                     proc,
                     adopted: true,
+                    dead_since: None,
                 };
                 self.kill_now(&mut running, None);
                 let launch_id = running.record.launch.clone();
@@ -1175,7 +1234,9 @@ impl Supervisor {
             },
         );
         if let Err(e) = events_log.append(&ev) {
-            warn(format!("chat {chat}: adoption not recorded in its events: {e}"));
+            warn(format!(
+                "chat {chat}: adoption not recorded in its events: {e}"
+            ));
         }
         record.phase = Phase::Running;
         if let Err(e) = record.save(&self.state) {
@@ -1191,6 +1252,7 @@ impl Supervisor {
                 proc,
                 tails,
                 adopted: true,
+                dead_since: None,
             })),
             Some(line),
         )

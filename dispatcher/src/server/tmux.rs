@@ -60,7 +60,8 @@ pub fn start(socket: &Path, launch: &Launch, launch_id: &str) -> Result<String> 
     let name = session_name(&launch.chat);
     let base = platform::command(launch)?;
     let mut cmd = tmux(socket);
-    cmd.args(["new-session", "-d", "-s", &name, "-c"]).arg(&launch.cwd);
+    cmd.args(["new-session", "-d", "-s", &name, "-c"])
+        .arg(&launch.cwd);
     for (k, v) in &launch.env_set {
         cmd.arg("-e").arg(format!("{k}={v}"));
     }
@@ -133,6 +134,20 @@ pub fn list(socket: &Path) -> Result<HashMap<String, Pane>> {
         );
     }
     Ok(panes)
+}
+
+/// Makes the tmux server reap its exited children now.
+///
+/// tmux 3.3 sometimes misses the SIGCHLD of a pane's process: the pane shows dead (its
+/// terminal closed) but the process stays a zombie, without an exit status, until the next
+/// SIGCHLD reaches the server. A job that exits at once (`run-shell true`, a fixed command run
+/// by the dispatcher's own tmux server) is such a SIGCHLD; tmux then reaps every exited child.
+pub fn nudge(socket: &Path) {
+    let _ = tmux(socket)
+        .args(["run-shell", "true"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
 }
 
 /// Removes a session (its process gets SIGHUP if it still runs).

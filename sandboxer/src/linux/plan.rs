@@ -282,6 +282,80 @@ pub struct LandlockPlan {
     pub narrowed: Vec<PathBuf>,
 }
 
+impl LandlockPlan {
+    /// The ruleset the kernel is given for this plan: the same enforcement as [`handled`] and
+    /// [`rules`] (and so as [`crate::linux::plan::Plan::decide`] says), at less cost.
+    ///
+    /// A right the rule on `/` grants is allowed on every path; Landlock allows a right the
+    /// ruleset does not handle on every path too, and checks nothing for it. So such rights
+    /// are left unhandled and taken out of every rule (a rule left with none is dropped):
+    /// in a base-open masks plan, where the rule on `/` grants everything, no file access
+    /// walks the path for a rule. Two exceptions keep the domain what it was:
+    ///
+    /// - `refer` stays handled (and granted): Landlock treats it as handled by any ruleset
+    ///   that handles a filesystem right, and without a rule granting it, forbids moving or
+    ///   linking a file to another folder.
+    /// - At least one filesystem right stays handled: only a domain that handles one is
+    ///   denied `mount`, `umount`, `pivot_root` and remounts (a ruleset with only scopes is
+    ///   valid from ABI 6, but would not be). `refer` does it from ABI 2; below, `make-block`.
+    ///   Neither is ever checked when a file is opened, read, written or executed.
+    ///
+    /// [`handled`]: LandlockPlan::handled
+    /// [`rules`]: LandlockPlan::rules
+    pub fn kernel_ruleset(&self) -> KernelRuleset<'_> {
+        let everywhere: Vec<FsRight> = self
+            .rules
+            .iter()
+            .filter(|r| r.is_dir && r.path.as_os_str() == "/")
+            .flat_map(|r| r.rights.iter().copied())
+            .collect();
+        let mut handled: Vec<FsRight> = self
+            .handled
+            .iter()
+            .copied()
+            .filter(|r| *r == FsRight::Refer || !everywhere.contains(r))
+            .collect();
+        if handled.is_empty() {
+            // Everything is granted everywhere and the ABI has no `refer`: keep one right.
+            handled.extend(
+                [FsRight::MakeBlock]
+                    .into_iter()
+                    .chain(self.handled.iter().copied())
+                    .find(|r| self.handled.contains(r)),
+            );
+        }
+        let rules = self
+            .rules
+            .iter()
+            .filter_map(|rule| {
+                let rights: Vec<FsRight> = rule
+                    .rights
+                    .iter()
+                    .copied()
+                    .filter(|r| handled.contains(r))
+                    .collect();
+                (!rights.is_empty()).then_some(KernelRule { rule, rights })
+            })
+            .collect();
+        KernelRuleset { handled, rules }
+    }
+}
+
+/// What the kernel is given for a [`LandlockPlan`]: see [`LandlockPlan::kernel_ruleset`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelRuleset<'p> {
+    /// The rights the ruleset handles.
+    pub handled: Vec<FsRight>,
+    /// The plan's rules that still grant a handled right, with those rights.
+    pub rules: Vec<KernelRule<'p>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelRule<'p> {
+    pub rule: &'p LandlockRule,
+    pub rights: Vec<FsRight>,
+}
+
 /// Something the plan cannot enforce exactly as the policy says. A gap `breaks_policy` when a
 /// process could do something `Policy::decide` denies to a protected asset or a way out (see
 /// `docs/linux.md`, "Gaps"); such a plan is refused and the caller falls back to bridge-only.

@@ -284,13 +284,55 @@ pub fn plan_with(
     shape: Shape,
     fs: &dyn FsView,
 ) -> Result<Plan, PlanError> {
+    prepare_with(policy, facts, shape, fs)?.check()
+}
+
+/// [`plan_with`] in two steps: the plan (mounts and Landlock rules) now, its gaps later
+/// ([`Unchecked::gaps`]), so that the caller can start applying it meanwhile. The plan may
+/// only be run once its gaps are known and none breaks the policy
+/// ([`crate::linux::enforce::run_checking`] makes sure of it).
+pub fn prepare_with<'a>(
+    policy: &'a Policy,
+    facts: &'a Facts,
+    shape: Shape,
+    fs: &'a dyn FsView,
+) -> Result<Unchecked<'a>, PlanError> {
     if policy.target != Target::Linux {
         return Err(PlanError::NotLinux(policy.target));
     }
     if shape == Shape::Masks && !(facts.user_namespaces && facts.mount_pid_namespaces) {
         return Err(PlanError::NamespacesUnavailable(namespaces_missing(facts)));
     }
-    Planner::new(policy, facts, shape, fs).run()
+    Planner::new(policy, facts, shape, fs).build()
+}
+
+/// A plan whose gaps are not computed yet: see [`prepare_with`]. Everything the gaps depend
+/// on was read from the filesystem when the plan was made, so computing them later reads
+/// nothing (and sees nothing the launch changes meanwhile, such as placeholders).
+pub struct Unchecked<'a> {
+    plan: Plan,
+    policy: &'a Policy,
+    sibling_rules: BTreeSet<usize>,
+    exposure: Exposure,
+}
+
+impl Unchecked<'_> {
+    /// The plan, its `gaps` still empty.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The plan's gaps: its model ([`Plan::decide`]) compared with the policy's on
+    /// representative paths, and the gaps no path operation can show.
+    pub fn gaps(&self) -> Vec<Gap> {
+        analyze(&self.plan, self.policy, &self.sibling_rules, &self.exposure)
+    }
+
+    /// The plan with its gaps.
+    pub fn check(self) -> Result<Plan, PlanError> {
+        let gaps = self.gaps();
+        Ok(Plan { gaps, ..self.plan })
+    }
 }
 
 /// The fallback rule, with `policy.linux.enforce`: see [`choose_with`].
@@ -568,7 +610,7 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn run(mut self) -> Result<Plan, PlanError> {
+    fn build(mut self) -> Result<Unchecked<'a>, PlanError> {
         if self.shape == Shape::Masks {
             self.plan_mounts()?;
         }
@@ -595,8 +637,13 @@ impl<'a> Planner<'a> {
             absent: self.absent.values().cloned().collect(),
             gaps: Vec::new(),
         };
-        let gaps = analyze(&plan, self.policy, &self.sibling_rules, self.fs)?;
-        Ok(Plan { gaps, ..plan })
+        let exposure = metadata_exposure(&plan, self.policy, self.fs)?;
+        Ok(Unchecked {
+            plan,
+            policy: self.policy,
+            sibling_rules: std::mem::take(&mut self.sibling_rules),
+            exposure,
+        })
     }
 
     fn kind(&self, path: &Path) -> Result<Option<EntryKind>, PlanError> {
@@ -852,8 +899,9 @@ impl<'a> Planner<'a> {
             }
             let d = self.policy.decide(op, q);
             let ok = match d.reason {
-                Reason::Ancestor { .. } => *write_allowed
-                    .get_or_insert_with(|| self.policy.decide(Op::Write, q).allowed()),
+                Reason::Ancestor { .. } => {
+                    *write_allowed.get_or_insert_with(|| self.policy.decide(Op::Write, q).allowed())
+                }
                 _ => d.allowed(),
             };
             if ok {
@@ -1453,7 +1501,10 @@ impl<'p, 'q> Sight<'p, 'q> {
             let at = self.q.parent().unwrap_or(Path::new("/"));
             (at, self.parent.get_or_insert_with(|| plan.rights_at(at)))
         } else {
-            (self.q, self.here.get_or_insert_with(|| plan.rights_at(self.q)))
+            (
+                self.q,
+                self.here.get_or_insert_with(|| plan.rights_at(self.q)),
+            )
         }
     }
 }
@@ -1798,8 +1849,8 @@ fn analyze(
     plan: &Plan,
     policy: &Policy,
     sibling_rules: &BTreeSet<usize>,
-    fs: &dyn FsView,
-) -> Result<Vec<Gap>, PlanError> {
+    exposure: &Exposure,
+) -> Vec<Gap> {
     let mut points = policy_points(policy);
     points.extend(plan.mounts.iter().map(|m| m.path().to_path_buf()));
     points.extend(plan.absent.iter().map(|a| a.path.clone()));
@@ -1825,11 +1876,12 @@ fn analyze(
     // operation and stands for both in the examples. So only the operations that move an
     // entry, decided by what `x/g` allows, are checked there.
     let mut inner: BTreeSet<PathBuf> = BTreeSet::new();
-    let add_generic = |reps: &mut BTreeSet<PathBuf>, inner: &mut BTreeSet<PathBuf>, folder: &Path| {
-        let child = children.fresh_child(folder);
-        inner.insert(children.fresh_child(&child));
-        reps.insert(child);
-    };
+    let add_generic =
+        |reps: &mut BTreeSet<PathBuf>, inner: &mut BTreeSet<PathBuf>, folder: &Path| {
+            let child = children.fresh_child(folder);
+            inner.insert(children.fresh_child(&child));
+            reps.insert(child);
+        };
     let add = |reps: &mut BTreeSet<PathBuf>, inner: &mut BTreeSet<PathBuf>, a: &Path| {
         let seen = reps.contains(a) || inner.contains(a);
         reps.insert(a.to_path_buf());
@@ -1850,12 +1902,18 @@ fn analyze(
     let mut found: BTreeMap<GapKind, BTreeSet<PathBuf>> = BTreeMap::new();
     let mut check = |q: &PathBuf, ops: &[Op]| {
         let mut sight = Sight::new(plan, q);
+        let mut kinds: Vec<GapKind> = Vec::new();
         for &op in ops {
             let pd = plan.decide_at(op, &mut sight);
             let qd = policy.decide(op, q);
-            if let Some(kind) = classify_decided(plan, policy, op, q, &pd, &qd) {
-                found.entry(kind).or_default().insert(q.clone());
+            if let Some(kind) = classify_decided(plan, policy, op, q, &pd, &qd)
+                && !kinds.contains(&kind)
+            {
+                kinds.push(kind);
             }
+        }
+        for kind in kinds {
+            found.entry(kind).or_default().insert(q.clone());
         }
     };
     for q in &reps {
@@ -1875,15 +1933,14 @@ fn analyze(
     if abi == 0 && !plan.namespaces {
         found.entry(GapKind::Ptrace).or_default();
     }
-    let (assets, closed_outside) = metadata_exposure(plan, policy, fs)?;
-    if !assets.is_empty() {
-        found.insert(GapKind::MetadataUnguarded, assets);
+    if !exposure.assets.is_empty() {
+        found.insert(GapKind::MetadataUnguarded, exposure.assets.clone());
     }
-    if closed_outside {
+    if exposure.closed_outside {
         found.entry(GapKind::ClosedBaseMetadata).or_default();
     }
 
-    Ok(found
+    found
         .into_iter()
         .map(|(kind, paths)| Gap {
             id: kind.id().into(),
@@ -1891,7 +1948,7 @@ fn analyze(
             breaks_policy: kind.breaks_policy(),
             paths: examples(paths),
         })
-        .collect())
+        .collect()
 }
 
 /// Up to eight example paths, leaving out a stand-in name (`sbx-generic`) when its folder is
@@ -1914,11 +1971,7 @@ fn examples(paths: BTreeSet<PathBuf>) -> Vec<PathBuf> {
 /// launcher folders) that no mask hides, so its metadata can be changed; and whether a closed
 /// base leaves the person's other files' metadata open (it always does without masks over
 /// them: Landlock has no right for it).
-fn metadata_exposure(
-    plan: &Plan,
-    policy: &Policy,
-    fs: &dyn FsView,
-) -> Result<(BTreeSet<PathBuf>, bool), PlanError> {
+fn metadata_exposure(plan: &Plan, policy: &Policy, fs: &dyn FsView) -> Result<Exposure, PlanError> {
     let masked = |p: &Path| {
         matches!(
             governing(&plan.mounts, p),
@@ -1965,7 +2018,18 @@ fn metadata_exposure(
             out.insert(p.to_path_buf());
         }
     }
-    Ok((out, policy.base == Base::Closed))
+    Ok(Exposure {
+        assets: out,
+        closed_outside: policy.base == Base::Closed,
+    })
+}
+
+/// What [`metadata_exposure`] found.
+struct Exposure {
+    /// Existing protected data no mask hides.
+    assets: BTreeSet<PathBuf>,
+    /// A closed base leaves the metadata of the person's other files open.
+    closed_outside: bool,
 }
 
 #[cfg(test)]

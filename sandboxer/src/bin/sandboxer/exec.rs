@@ -68,47 +68,39 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
 
     use linux::*;
 
-    let t0 = std::time::Instant::now();
     let policy = load_policy(&args.policy)?;
-    let t1 = t0.elapsed();
-    let enforce_how = args.enforce.unwrap_or(policy.linux.enforce);
+    let how = args.enforce.unwrap_or(policy.linux.enforce);
     let command = command(&args)?;
+    // Printing a plan, or lowering the facts for a test, starts from the namespace probe.
+    if args.print_plan || args.assume_facts.is_some() {
+        let facts = probed_facts(args.assume_facts.as_deref())?;
+        let plan = match choose(&policy, &facts, how) {
+            Ok(plan) => plan,
+            Err(code) => return Ok(code),
+        };
+        if args.print_plan {
+            let text = serde_json::to_string_pretty(&plan)?;
+            writeln!(std::io::stdout().lock(), "{text}").context("writing the plan")?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        return Ok(report(&plan, enforce::run(&plan, &command)));
+    }
     // The namespace probe forks twice and waits for namespaces to be torn down (milliseconds
-    // per launch), so a launch first plans as if they work and lets the enforcer find out by
-    // doing; only when that fails does it probe and plan again. Printing a plan, or lowering
-    // the facts for a test, starts from the probe.
-    let probe_first = args.print_plan || args.assume_facts.is_some();
-    let facts = if probe_first {
-        probed_facts(args.assume_facts.as_deref())?
-    } else {
-        unprobed_facts()
-    };
-    let t2 = t0.elapsed();
-    let plan = match choose(&policy, &facts, enforce_how) {
+    // per launch), so a launch plans as if they work and lets the enforcer find out by doing;
+    // only when that fails does it probe and plan again.
+    let facts = unprobed_facts();
+    // The shape the fallback rule tries first is planned now and set up at once, while its
+    // gaps are computed: the command runs only if none breaks the policy. If one does (or the
+    // shape cannot be planned), the fallback rule runs in full, as `--print-plan` shows it.
+    if let Some(done) = launch_first_shape(&policy, &facts, how, &command)? {
+        return Ok(done);
+    }
+    let plan = match choose(&policy, &facts, how) {
         Ok(plan) => plan,
         Err(code) => return Ok(code),
     };
-    let t3 = t0.elapsed();
-    if std::env::var_os("SBX_TIMING").is_some() { eprintln!("TIMING load {t1:?} facts {t2:?} plan {t3:?}"); }
-    if args.print_plan {
-        let text = serde_json::to_string_pretty(&plan)?;
-        writeln!(std::io::stdout().lock(), "{text}").context("writing the plan")?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    match enforce::run(&plan, &command) {
-        Err(e) if !probe_first && namespaces_failed(&e) => {
-            let facts = probed_facts(None)?;
-            if facts.user_namespaces && facts.mount_pid_namespaces {
-                // The probe sees them work: the failure was something else; report it.
-                return Ok(report(&plan, Err(e)));
-            }
-            match choose(&policy, &facts, enforce_how) {
-                Ok(plan) => Ok(report(&plan, enforce::run(&plan, &command))),
-                Err(code) => Ok(code),
-            }
-        }
-        result => Ok(report(&plan, result)),
-    }
+    let result = enforce::run(&plan, &command);
+    after_run(&policy, how, &command, &plan, result)
 }
 
 #[cfg(target_os = "linux")]
@@ -120,22 +112,45 @@ mod linux {
     use sandboxer::Policy;
     pub use sandboxer::linux::enforce::{self, Command, EnforceError, Layer, Outcome};
     use sandboxer::linux::facts::{self, AssumedFacts};
-    use sandboxer::linux::plan::{Facts, Plan};
+    use sandboxer::linux::plan::{Facts, Plan, Shape};
     use sandboxer::linux::planner::{self, HostFs};
     use sandboxer::linux::ways_out;
     use sandboxer::policy::Enforce;
+    use sandboxer::policy::default_policy;
 
     use super::{ExecArgs, NOT_RUN};
     use crate::common::PolicyArgs;
 
     /// The policy, with this person's ways out (`profiles/linux/ways-out.toml`) as protected
     /// roots.
+    ///
+    /// The ways-out list (a passwd lookup, the templates expanded) is only used when the
+    /// policy's `[linux] ways_out` is on, the default. A policy whose text mentions
+    /// `ways_out` is first loaded without the list; if it turns out to want it after all,
+    /// it is loaded again with it. The file is read once either way.
     pub fn load_policy(args: &PolicyArgs) -> Result<Policy> {
         let mut opts = args.resolve_options()?;
+        let (text, label) = match &args.policy {
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(text) => (std::borrow::Cow::Owned(text), path.display().to_string()),
+                // The loader says what is wrong with the file, as every command does.
+                Err(_) => return args.load_with(&opts),
+            },
+            None => (
+                std::borrow::Cow::Borrowed(default_policy(opts.target)),
+                "(embedded default policy)".to_string(),
+            ),
+        };
+        if text.contains("ways_out") {
+            let policy = Policy::from_toml(&text, &label, &opts)?;
+            if !policy.linux.ways_out {
+                return Ok(policy);
+            }
+        }
         let env = ways_out::Env::from_process(&opts.home);
         opts.ways_out = ways_out::load(args.profiles_dir.as_deref(), &env)
             .context("loading the ways-out list")?;
-        args.load_with(&opts)
+        Ok(Policy::from_toml(&text, &label, &opts)?)
     }
 
     pub fn command(args: &ExecArgs) -> Result<Command> {
@@ -176,6 +191,61 @@ mod linux {
             uid,
             gid,
             namespaces_blocked_by: None,
+        }
+    }
+
+    /// Plans the first shape the fallback rule tries (`landlock-only` when asked for alone,
+    /// else `masks`) and runs it while its gaps are computed ([`enforce::run_checking`]).
+    /// `None` when the rest of the fallback rule must decide: the shape cannot be planned
+    /// here, or its gaps break the policy (then nothing was run).
+    pub fn launch_first_shape(
+        policy: &Policy,
+        facts: &Facts,
+        how: Enforce,
+        command: &Command,
+    ) -> Result<Option<ExitCode>> {
+        let shape = match how {
+            Enforce::LandlockOnly => Shape::LandlockOnly,
+            Enforce::Auto | Enforce::Masks => Shape::Masks,
+        };
+        let Ok(unchecked) = planner::prepare_with(policy, facts, shape, &HostFs) else {
+            return Ok(None);
+        };
+        let mut refused = false;
+        let mut check = || {
+            let gaps = unchecked.gaps();
+            refused = gaps.iter().any(|g| g.breaks_policy);
+            Ok(gaps)
+        };
+        let result = enforce::run_checking(unchecked.plan(), command, &mut check);
+        if refused {
+            return Ok(None);
+        }
+        after_run(policy, how, command, unchecked.plan(), result).map(Some)
+    }
+
+    /// The exit status once `plan` was run; when the namespaces could not be made, the probe
+    /// says what this machine can do, and the fallback rule runs again with what it found.
+    pub fn after_run(
+        policy: &Policy,
+        how: Enforce,
+        command: &Command,
+        plan: &Plan,
+        result: Result<Outcome, EnforceError>,
+    ) -> Result<ExitCode> {
+        match result {
+            Err(e) if namespaces_failed(&e) => {
+                let facts = probed_facts(None)?;
+                if facts.user_namespaces && facts.mount_pid_namespaces {
+                    // The probe sees them work: the failure was something else; report it.
+                    return Ok(report(plan, Err(e)));
+                }
+                match choose(policy, &facts, how) {
+                    Ok(plan) => Ok(report(&plan, enforce::run(&plan, command))),
+                    Err(code) => Ok(code),
+                }
+            }
+            result => Ok(report(plan, result)),
         }
     }
 

@@ -7,11 +7,17 @@ use nix::unistd::{getegid, geteuid};
 
 use super::error::{EnforceError, Layer};
 use super::landlock;
-use crate::linux::plan::{MountStep, Plan, Shape};
+use crate::linux::plan::{Gap, MountStep, Plan, Shape};
 use crate::paths::normalize;
 
 pub(super) fn plan(plan: &Plan) -> Result<(), EnforceError> {
-    no_breaking_gaps(plan)?;
+    no_breaking_gaps(&plan.gaps)?;
+    plan_but_gaps(plan)
+}
+
+/// Every check but the gaps, for a plan whose gaps are computed while it is being applied
+/// (they are checked by [`no_breaking_gaps`] before the command is executed).
+pub(super) fn plan_but_gaps(plan: &Plan) -> Result<(), EnforceError> {
     known_shape(plan)?;
     same_user(plan)?;
     normal_paths(plan)?;
@@ -23,8 +29,12 @@ fn bad(message: String) -> Result<(), EnforceError> {
     Err(EnforceError::new(Layer::Plan, message))
 }
 
-fn no_breaking_gaps(plan: &Plan) -> Result<(), EnforceError> {
-    let breaking: Vec<&str> = plan.breaking_gaps().map(|g| g.id.as_str()).collect();
+pub(super) fn no_breaking_gaps(gaps: &[Gap]) -> Result<(), EnforceError> {
+    let breaking: Vec<&str> = gaps
+        .iter()
+        .filter(|g| g.breaks_policy)
+        .map(|g| g.id.as_str())
+        .collect();
     if breaking.is_empty() {
         return Ok(());
     }

@@ -4,7 +4,8 @@
 //! into the caller's), the working directory entered by path (so it is resolved through the
 //! masks: a working directory inside a protected root is not reachable), every capability
 //! dropped, `no_new_privs`, Landlock last (a Landlock domain may not mount, so nothing after
-//! it could set up anything), descriptors above stderr marked close-on-exec, the caller's
+//! it could set up anything), descriptors above stderr marked close-on-exec, the gate passed
+//! (when the plan's gaps are checked during setup: see [`super::run_checking`]), the caller's
 //! signal mask and `SIGCHLD` disposition restored, `execvp`.
 
 use std::convert::Infallible;
@@ -43,6 +44,7 @@ pub(super) fn exec(p: &Prepared) -> Result<Infallible, EnforceError> {
             e,
         )
     })?;
+    p.pass_gate()?;
     p.restore_caller_signals()?;
     let Err(errno) = execvp(&p.program, &p.argv);
     Err(EnforceError::os(

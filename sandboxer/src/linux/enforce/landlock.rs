@@ -17,7 +17,7 @@ use nix::sys::stat::fstat;
 
 use super::error::{EnforceError, Layer};
 use super::sys;
-use crate::linux::plan::{FsRight, LandlockPlan};
+use crate::linux::plan::{FsRight, KernelRule, LandlockPlan};
 
 /// The first ABI with scopes (abstract Unix sockets, signals).
 const SCOPES_ABI: u32 = 6;
@@ -92,11 +92,13 @@ pub(super) fn check_kernel(plan: &LandlockPlan) -> Result<(), EnforceError> {
     Ok(())
 }
 
-/// Builds the ruleset from the plan and restricts the calling thread (and its future
-/// children). `no_new_privs` must already be set.
+/// Builds the plan's ruleset (as given to the kernel: [`LandlockPlan::kernel_ruleset`]) and
+/// restricts the calling thread (and its future children). `no_new_privs` must already be
+/// set.
 pub(super) fn restrict(plan: &LandlockPlan) -> Result<(), EnforceError> {
     let err = |what: String| EnforceError::new(Layer::Landlock, what);
-    let handled = access(&plan.handled);
+    let kernel = plan.kernel_ruleset();
+    let handled = access(&kernel.handled);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(handled)
@@ -118,7 +120,7 @@ pub(super) fn restrict(plan: &LandlockPlan) -> Result<(), EnforceError> {
         .map_err(|e| err(format!("creating the ruleset: {e}")))?
         // Set explicitly (and checked) by the caller's own step, just before this one.
         .no_new_privs(false);
-    for rule in &plan.rules {
+    for KernelRule { rule, rights } in &kernel.rules {
         let rule_err = |what: &str, e: Errno| {
             EnforceError::os(
                 Layer::Landlock,
@@ -146,7 +148,7 @@ pub(super) fn restrict(plan: &LandlockPlan) -> Result<(), EnforceError> {
                 ),
             ));
         }
-        let rights = access(&rule.rights);
+        let rights = access(rights);
         created = created
             .add_rule(PathBeneath::new(fd, rights))
             .map_err(|e| {

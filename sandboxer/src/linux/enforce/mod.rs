@@ -28,6 +28,7 @@ mod channel;
 mod check;
 mod confine;
 mod error;
+mod gate;
 mod landlock;
 mod masks;
 mod mounts;
@@ -46,8 +47,9 @@ use nix::sys::prctl;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use nix::unistd::{ForkResult, Pid, fork, getpid, getppid};
 
-use crate::linux::plan::{Plan, Shape};
+use crate::linux::plan::{Gap, Plan, Shape};
 use channel::{Channel, Message, Reporter};
+use gate::Gate;
 use placeholders::Placeholders;
 use supervise::{Reap, supervise};
 
@@ -66,12 +68,38 @@ pub struct Command {
 
 /// Applies `plan` and runs `command` inside it; returns how the command ended.
 pub fn run(plan: &Plan, command: &Command) -> Result<Outcome, EnforceError> {
-    let mut prepared = Prepared::new(plan, command)?;
+    run_inner(plan, command, None)
+}
+
+/// The planner's self-check, run by [`run_checking`] while the sandbox is being set up: the
+/// plan's gaps, or why they could not be computed.
+pub type Check<'c> = &'c mut dyn FnMut() -> Result<Vec<Gap>, EnforceError>;
+
+/// [`run`] for a plan whose gaps are not known yet (`plan.gaps` is not looked at): `check`
+/// computes them in the caller's process while the sandbox's processes set up the namespaces,
+/// masks and Landlock, and the command is executed only once `check` has returned gaps none
+/// of which breaks the policy. Otherwise nothing is executed and the error says why (the
+/// layer is [`Layer::Plan`]). The check runs whatever happens to the sandbox's processes, so
+/// its cost is hidden behind theirs instead of added to it.
+pub fn run_checking(
+    plan: &Plan,
+    command: &Command,
+    check: Check<'_>,
+) -> Result<Outcome, EnforceError> {
+    run_inner(plan, command, Some(check))
+}
+
+fn run_inner(
+    plan: &Plan,
+    command: &Command,
+    check: Option<Check<'_>>,
+) -> Result<Outcome, EnforceError> {
+    let mut prepared = Prepared::new(plan, command, check.is_some())?;
     let placeholders = match plan.shape {
         Shape::Masks => Placeholders::create(&plan.mounts)?,
         Shape::LandlockOnly => Placeholders::default(),
     };
-    let outcome = prepared.launch();
+    let outcome = prepared.launch(check);
     drop(placeholders);
     outcome
 }
@@ -92,11 +120,21 @@ struct Prepared<'a> {
     /// The caller's signal mask and `SIGCHLD` action, restored for the command.
     caller_mask: SigSet,
     caller_sigchld: Option<SigAction>,
+    /// When the plan's gaps are checked during setup: the command waits on it before `exec`.
+    gate: Option<Gate>,
 }
 
 impl<'a> Prepared<'a> {
-    fn new(plan: &'a Plan, command: &Command) -> Result<Prepared<'a>, EnforceError> {
-        check::plan(plan)?;
+    fn new(
+        plan: &'a Plan,
+        command: &Command,
+        checked_later: bool,
+    ) -> Result<Prepared<'a>, EnforceError> {
+        if checked_later {
+            check::plan_but_gaps(plan)?;
+        } else {
+            check::plan(plan)?;
+        }
         landlock::check_kernel(&plan.landlock)?;
         let program = c_string(Layer::Exec, command.program.as_bytes(), "the program name")?;
         if program.is_empty() {
@@ -124,11 +162,17 @@ impl<'a> Prepared<'a> {
             cwd,
             caller_mask: SigSet::empty(),
             caller_sigchld: None,
+            gate: if checked_later {
+                Some(Gate::new()?)
+            } else {
+                None
+            },
         })
     }
 
-    /// Starts the sandbox's first process, supervises it, and reads what the sandbox reported.
-    fn launch(&mut self) -> Result<Outcome, EnforceError> {
+    /// Starts the sandbox's first process, runs `check` (if any) meanwhile and opens or
+    /// closes the gate, supervises the process, and reads what the sandbox reported.
+    fn launch(&mut self, check: Option<Check<'_>>) -> Result<Outcome, EnforceError> {
         let channel = Channel::new()?;
         self.caller_mask = supervise::block()?;
         // A caller that ignores SIGCHLD would have its children reaped by the kernel, and the
@@ -140,21 +184,54 @@ impl<'a> Prepared<'a> {
         let this: &Prepared = self;
         let reporter = channel.reporter();
         let first = match this.plan.shape {
-            Shape::LandlockOnly => spawn(reporter, Parent::Pid(getpid()), || confine::exec(this)),
+            Shape::LandlockOnly => spawn(reporter, Parent::Pid(getpid()), || {
+                this.leave_gate_to_parent();
+                confine::exec(this)
+            }),
             Shape::Masks => spawn(reporter, Parent::Pid(getpid()), || {
+                this.leave_gate_to_parent();
                 masks::monitor(this, reporter)
             }),
         };
         let reader = channel.into_reader();
+        let refused = match (&self.gate, check) {
+            (Some(gate), Some(check)) => {
+                let verdict = check().and_then(|gaps| check::no_breaking_gaps(&gaps));
+                gate.open(verdict.is_ok());
+                verdict.err()
+            }
+            _ => None,
+        };
         let status = first.and_then(|child| supervise(child, Reap::Child));
         let restored = self.restore_caller_signals();
         let reports = channel::read_reports(reader);
+        if let Some(refusal) = refused {
+            return Err(refusal);
+        }
         if let Some(failure) = reports.failure {
             return Err(failure);
         }
         let status = status?;
         restored?;
         Ok(reports.finished.unwrap_or(status))
+    }
+
+    /// In the sandbox's first process: only the caller may open the gate, so this process
+    /// (and every one it starts) lets go of the sending end; if the caller dies, the gate then
+    /// reads as closed.
+    fn leave_gate_to_parent(&self) {
+        if let Some(gate) = &self.gate {
+            gate.leave_to_parent();
+        }
+    }
+
+    /// In the command's process, just before `exec`: waits until the caller's check says the
+    /// plan may run. Anything but a yes (a no, the caller gone) ends it here.
+    fn pass_gate(&self) -> Result<(), EnforceError> {
+        match &self.gate {
+            Some(gate) => gate.pass(),
+            None => Ok(()),
+        }
     }
 
     /// Puts back the signal mask and `SIGCHLD` action the caller had.
