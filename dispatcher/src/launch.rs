@@ -510,7 +510,7 @@ pub fn write_files(launch: &Launch, seatbelt_profile: Option<&str>) -> Result<()
 
 /// Creates `base/rel` folder by folder (mode 0700), refusing any component that exists as
 /// a symlink or a non-folder.
-fn ensure_real_dir(base: &Path, rel: &Path) -> std::io::Result<()> {
+pub(crate) fn ensure_real_dir(base: &Path, rel: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     let mut dir = base.to_path_buf();
     for part in rel.components() {

@@ -14,8 +14,7 @@
 //! the step is refused (fail closed). An agent step (a CLI launched for a step) is a chat
 //! launch (`dispatcher launch`) of the step's chat.
 
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -191,7 +190,7 @@ pub fn write_files(state: &StateRoot, step: &StepLaunch) -> Result<(), LaunchErr
         .strip_prefix(state.path())
         .map(Path::to_path_buf)
         .map_err(|_| io(&step.runtime, &"is outside the state root"))?;
-    real_dirs(state.path(), &rel).map_err(|e| io(&step.runtime, &e))?;
+    crate::launch::ensure_real_dir(state.path(), &rel).map_err(|e| io(&step.runtime, &e))?;
     let script = std::fs::read(&step.script_source).map_err(|e| io(&step.script_source, &e))?;
     crate::state::write_atomic(&step.policy_path, step.policy_text.as_bytes(), 0o600)
         .map_err(|e: StateError| io(&step.policy_path, &e))?;
@@ -200,32 +199,6 @@ pub fn write_files(state: &StateRoot, step: &StepLaunch) -> Result<(), LaunchErr
     if let (Some(path), Some(text)) = (&step.profile_path, &step.profile) {
         crate::state::write_atomic(path, text.as_bytes(), 0o600)
             .map_err(|e: StateError| io(path, &e))?;
-    }
-    Ok(())
-}
-
-/// Creates `base/rel` folder by folder (0700), refusing a component that is a symlink or a
-/// file.
-fn real_dirs(base: &Path, rel: &Path) -> std::io::Result<()> {
-    let mut dir = base.to_path_buf();
-    for part in rel.components() {
-        let Component::Normal(name) = part else {
-            return Err(std::io::Error::other("unexpected path component"));
-        };
-        dir.push(name);
-        match std::fs::symlink_metadata(&dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(std::io::Error::other(format!(
-                    "{} is a symlink or a file, not a folder; refusing to follow it",
-                    dir.display()
-                )));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-            }
-            Err(e) => return Err(e),
-        }
     }
     Ok(())
 }
