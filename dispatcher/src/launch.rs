@@ -132,6 +132,20 @@ pub struct Launch {
     pub files: Vec<PlannedFile>,
 }
 
+impl Launch {
+    /// The policy text this launch enforces: the content planned for `policy_path`. Callers
+    /// use it, never the file in the runtime, which a CLI could have touched.
+    pub fn policy_text(&self) -> Option<&str> {
+        self.files
+            .iter()
+            .find(|f| f.path == self.policy_path)
+            .and_then(|f| match &f.source {
+                FileSource::Content(c) => Some(c.as_str()),
+                FileSource::CopyOf(_) => None,
+            })
+    }
+}
+
 /// What the platform can do for one policy: `Ok(how)` when it can confine, `Err(why not)`.
 pub type Confinement = Result<String, String>;
 

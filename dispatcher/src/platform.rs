@@ -133,13 +133,7 @@ pub fn host_resolve_options(home: &Path) -> Result<sandboxer::policy::ResolveOpt
 /// Renders the launch's policy as the Seatbelt profile a Mac runs it under.
 pub fn seatbelt_profile(launch: &Launch, home: &Path) -> Result<String> {
     let policy_text = launch
-        .files
-        .iter()
-        .find(|f| f.path == launch.policy_path)
-        .and_then(|f| match &f.source {
-            crate::launch::FileSource::Content(c) => Some(c.as_str()),
-            _ => None,
-        })
+        .policy_text()
         .context("the launch has no policy file")?;
     let opts = sandboxer::policy::ResolveOptions::new(
         Target::Macos,
@@ -336,14 +330,9 @@ pub fn serve_bridge(
     events: crate::events::EventLog,
 ) -> Result<crate::bridge::BridgeHandle> {
     let policy_text = launch
-        .files
-        .iter()
-        .find(|f| f.path == launch.policy_path)
-        .and_then(|f| match &f.source {
-            crate::launch::FileSource::Content(c) => Some(c.clone()),
-            _ => None,
-        })
-        .context("the launch has no policy file")?;
+        .policy_text()
+        .context("the launch has no policy file")?
+        .to_string();
     let opts = host_resolve_options(home)?;
     let ctx = crate::bridge::ChatContext::from_toml(
         state,

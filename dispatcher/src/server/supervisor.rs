@@ -422,13 +422,8 @@ impl Supervisor {
             }
         }
         let policy_text = launch
-            .files
-            .iter()
-            .find(|f| f.path == launch.policy_path)
-            .and_then(|f| match &f.source {
-                launch::FileSource::Content(c) => Some(c.clone()),
-                _ => None,
-            })
+            .policy_text()
+            .map(str::to_string)
             .ok_or_else(|| (internal("the launch has no policy file"), None))?;
 
         // 1. The intent, durable before anything starts.
