@@ -9,17 +9,19 @@
 #   3. a file-heavy workload (single-threaded rg over 20 000 generated files), confined vs bare
 # Targets (docs/performance.md): masks <= bwrap; landlock-only <= 1.5x bare; workload <= 1.05x.
 #
-# Usage: scripts/bench-exec.sh   (RUNS, WORKLOAD_RUNS, WARMUP, ROUNDS change the sample sizes)
+# Usage: scripts/bench-exec.sh   (RUNS, WARMUP, ROUNDS, WORKLOAD_RUNS, WORKLOAD_ROUNDS change
+# the sample sizes)
 # Needs hyperfine, bwrap, rg, python3 (scripts/setup-test-env.sh installs them). Runs as the
 # current user; everything it creates lives in a temp dir that is removed at the end. It
 # builds the release binaries first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${RUNS:-60}
-WARMUP=${WARMUP:-10}
-WORKLOAD_RUNS=${WORKLOAD_RUNS:-10}
-ROUNDS=${ROUNDS:-5}
+RUNS=${RUNS:-15}
+WARMUP=${WARMUP:-2}
+ROUNDS=${ROUNDS:-20}
+WORKLOAD_RUNS=${WORKLOAD_RUNS:-2}
+WORKLOAD_ROUNDS=${WORKLOAD_ROUNDS:-25}
 
 for tool in hyperfine bwrap rg python3 cargo; do
   command -v "$tool" >/dev/null || { echo "bench-exec: $tool is missing (scripts/setup-test-env.sh)" >&2; exit 2; }
@@ -130,32 +132,36 @@ MASKS="$SBX exec --policy $WORK/policy.toml --enforce masks --"
 LLONLY="$SBX exec --policy $WORK/open.toml --enforce landlock-only --"
 WORKLOAD="rg -j1 -c needle $TREE"
 
-# Each comparison runs in ROUNDS rounds, the commands' order rotated each round, so that load
-# from other programs drifting during the run does not land on one command only; the medians
-# are over every sample of every round.
-bench() { # name runs command...
-  local name=$1 runs=$2
-  shift 2
+# Each comparison runs in many short rounds, the commands' order rotated each round, so that
+# load from other programs (and the workload's own drift: page cache, CPU frequency) does not
+# land on one command only; the medians are over every sample of every round (rounds x runs
+# per command).
+bench() { # name rounds runs warmup command...
+  local name=$1 rounds=$2 runs=$3 warmup=$4
+  shift 4
   local cmds=("$@") round
-  for ((round = 0; round < ROUNDS; round++)); do
-    hyperfine -N --style none --warmup "$WARMUP" --runs "$runs" \
+  for ((round = 0; round < rounds; round++)); do
+    hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
       --export-json "$WORK/$name-$round.json" "${cmds[@]}" >/dev/null 2>&1
     cmds=("${cmds[@]:1}" "${cmds[0]}")
   done
 }
 
 echo "bench-exec: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg);" \
-  "$ROUNDS rounds of $RUNS runs ($WORKLOAD_RUNS for the workload) per command"
-bench masks "$RUNS" "$TRUE" "${BW}$TRUE" "$MASKS $TRUE" "$EXEC_PLAN $WORK/plan.json -- $TRUE"
-bench landlock "$RUNS" "$TRUE" "$LLONLY $TRUE" "$SBX --version" "${FLOOR[@]}"
-bench workload "$WORKLOAD_RUNS" "$WORKLOAD" "$MASKS $WORKLOAD" "$LLONLY $WORKLOAD"
+  "$ROUNDS rounds of $RUNS runs per command ($WORKLOAD_ROUNDS of $WORKLOAD_RUNS for the workload)"
+bench masks "$ROUNDS" "$RUNS" "$WARMUP" \
+  "$TRUE" "${BW}$TRUE" "$MASKS $TRUE" "$EXEC_PLAN $WORK/plan.json -- $TRUE"
+bench landlock "$ROUNDS" "$RUNS" "$WARMUP" "$TRUE" "$LLONLY $TRUE" "$SBX --version" "${FLOOR[@]}"
+bench workload "$WORKLOAD_ROUNDS" "$WORKLOAD_RUNS" 1 "$WORKLOAD" "$MASKS $WORKLOAD" "$LLONLY $WORKLOAD"
+echo "bench-exec: load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$WORK" "$ROUNDS" <<'EOF'
-import json, os, statistics, sys
-work, rounds = sys.argv[1], int(sys.argv[2])
+python3 - "$WORK" <<'EOF'
+import glob, json, os, statistics, sys
+work = sys.argv[1]
 def medians(name):
     """Median per command over all rounds, in the order of the first round."""
     times, order = {}, []
+    rounds = len(glob.glob(os.path.join(work, f"{name}-*.json")))
     for r in range(rounds):
         for res in json.load(open(os.path.join(work, f"{name}-{r}.json")))["results"]:
             if res["command"] not in times:

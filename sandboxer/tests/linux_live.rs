@@ -1142,6 +1142,18 @@ fn fail_closed_planner(r: &Runner) {
         "the command ran although the plan was refused"
     );
 
+    // With the real facts, the Landlock-only shape of this policy is set up at once while its
+    // gaps are computed (`enforce::run_checking`); they break the policy (protected data no
+    // mask hides), so the command waiting at the gate never runs, and the refusal says why.
+    let ran = fx.run(fx.exec(r, &["--enforce", "landlock-only"], &touch), None);
+    assert_eq!(ran.code, Some(125), "{ran:?}");
+    assert!(ran.stderr.contains("gaps-break-policy"), "{ran:?}");
+    assert!(ran.stderr.contains("metadata-unguarded"), "{ran:?}");
+    assert!(
+        !marker_file.exists(),
+        "the command ran although its plan's gaps break the policy"
+    );
+
     // Control: the same command with the real facts runs.
     let ran = fx.run(fx.exec(r, &["--enforce", "masks"], &touch), None);
     assert_eq!(ran.code, Some(0), "{ran:?}");

@@ -576,6 +576,9 @@ struct Planner<'a> {
     children: Children,
     /// What Landlock must allow at each path asked about (see [`Planner::targets`]).
     targets: HashMap<PathBuf, Ops>,
+    /// What the filesystem said is at each path asked about (see [`Planner::kind`]), by the
+    /// path's bytes.
+    kinds: std::cell::RefCell<HashMap<OsString, Option<EntryKind>>>,
     memo: HashMap<PathBuf, (Rights, Rights, Rights)>,
     rules: Vec<LandlockRule>,
     /// Indices of rules put on an entry beside a rule path (hole punching).
@@ -603,6 +606,7 @@ impl<'a> Planner<'a> {
                 Rights::of(&FsRight::known_at(abi))
             },
             targets: HashMap::new(),
+            kinds: Default::default(),
             memo: HashMap::new(),
             rules: Vec::new(),
             sibling_rules: BTreeSet::new(),
@@ -637,7 +641,7 @@ impl<'a> Planner<'a> {
             absent: self.absent.values().cloned().collect(),
             gaps: Vec::new(),
         };
-        let exposure = metadata_exposure(&plan, self.policy, self.fs)?;
+        let exposure = metadata_exposure(&plan, self.policy, &|p| self.kind(p))?;
         Ok(Unchecked {
             plan,
             policy: self.policy,
@@ -646,11 +650,20 @@ impl<'a> Planner<'a> {
         })
     }
 
+    /// What is at `path`, asked of the filesystem once per plan: the planner looks at the
+    /// same few paths from several steps, and one answer per path keeps the plan consistent.
     fn kind(&self, path: &Path) -> Result<Option<EntryKind>, PlanError> {
-        self.fs.kind(path).map_err(|source| PlanError::Fs {
+        if let Some(kind) = self.kinds.borrow().get(path.as_os_str()) {
+            return Ok(*kind);
+        }
+        let kind = self.fs.kind(path).map_err(|source| PlanError::Fs {
             path: path.into(),
             source,
-        })
+        })?;
+        self.kinds
+            .borrow_mut()
+            .insert(path.as_os_str().to_owned(), kind);
+        Ok(kind)
     }
 
     fn not_symlink(&self, path: &Path, what: &str) -> Result<Option<EntryKind>, PlanError> {
@@ -1971,7 +1984,11 @@ fn examples(paths: BTreeSet<PathBuf>) -> Vec<PathBuf> {
 /// launcher folders) that no mask hides, so its metadata can be changed; and whether a closed
 /// base leaves the person's other files' metadata open (it always does without masks over
 /// them: Landlock has no right for it).
-fn metadata_exposure(plan: &Plan, policy: &Policy, fs: &dyn FsView) -> Result<Exposure, PlanError> {
+fn metadata_exposure(
+    plan: &Plan,
+    policy: &Policy,
+    kind: &dyn Fn(&Path) -> Result<Option<EntryKind>, PlanError>,
+) -> Result<Exposure, PlanError> {
     let masked = |p: &Path| {
         matches!(
             governing(&plan.mounts, p),
@@ -2010,10 +2027,7 @@ fn metadata_exposure(plan: &Plan, policy: &Policy, fs: &dyn FsView) -> Result<Ex
         if masked(p) {
             continue;
         }
-        let exists = fs.kind(p).map_err(|source| PlanError::Fs {
-            path: p.into(),
-            source,
-        })?;
+        let exists = kind(p)?;
         if exists.is_some() {
             out.insert(p.to_path_buf());
         }

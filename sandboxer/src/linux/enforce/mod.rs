@@ -5,6 +5,9 @@
 //! kernel lacks — the plan's facts are never trusted. Then it starts the sandbox's processes
 //! and applies every step the plan lists; if any step fails, the command is never executed
 //! and the error names the layer and the cause (errors after `fork` come back over a pipe).
+//! [`run_checking`] does the same for a plan whose gaps the caller computes while the sandbox
+//! is being set up: the command's process waits at a gate right before `exec` until the
+//! caller has found none that breaks the policy (see `gate.rs`).
 //!
 //! Process structure:
 //!
