@@ -1,6 +1,7 @@
 //! `dispatcher launch` for real: the owner-testing cases from a chat's runtime, live on this
 //! kernel as root and as the unprivileged user `sbx-test`, and in the macOS profile by the
-//! SBPL evaluator; the real CLIs starting inside the sandbox; bad input changing nothing.
+//! SBPL evaluator; the real CLIs starting inside the sandbox; a real MCP client (the MCP
+//! Inspector) using the bridge from inside a full-mode launch; bad input changing nothing.
 #![cfg(target_os = "linux")]
 
 use std::collections::BTreeMap;
@@ -292,6 +293,232 @@ fn owner_cases_as_root() {
 #[test]
 fn owner_cases_as_user() {
     owner_cases(Who::User);
+}
+
+/// The pinned MCP Inspector (`scripts/install-mcp-inspector.sh`): a real MCP client we did
+/// not write.
+fn inspector_js() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../.tools/mcp-inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+    );
+    p.is_file().then(|| fs::canonicalize(p).unwrap())
+}
+
+/// A test adapter whose "CLI" is the MCP Inspector's command-line client: its private config
+/// home gets the same MCP config as Claude Code's adapter (the bridge as the only server), and
+/// it is pointed at that file, so the client, the shim it starts and the config all come from
+/// a real full-mode launch.
+const MCP_CLIENT_ADAPTER: &str = r#"
+version = 1
+name = "mcp-client"
+display_name = "MCP Inspector CLI (tests)"
+binary = "{bin}/mcp-client"
+install = "scripts/install-mcp-inspector.sh"
+checked_version = "2.12.0"
+modes = ["full", "bridge-only"]
+prompt_note_how = "not passed"
+bridge_only_how = "not meaningful for an MCP client; tests only"
+[config_home]
+env = "MCP_CLIENT_TEST_HOME"
+[[config_home.files]]
+path = "mcp.json"
+format = "json"
+[config_home.files.content.mcpServers.agentworks]
+command = "{bridge_command}"
+args = ["bridge", "--socket", "{bridge_socket}"]
+[args]
+full = []
+bridge_only = []
+mcp = ["--config", "{config_home}/mcp.json", "--server", "agentworks"]
+"#;
+
+/// The MCP Inspector, started as a CLI by `dispatcher launch` in full mode: inside the real
+/// sandbox it starts the bridge shim from its adapter-written MCP config, lists the tools and
+/// calls them; the foreground dispatcher serves the chat's socket and decides each call.
+fn mcp_client_inside_the_sandbox(who: Who) {
+    let Some(js) = inspector_js() else {
+        unavailable("the MCP Inspector is not installed: run scripts/install-mcp-inspector.sh");
+        return;
+    };
+    let Some(w) = World::new(who) else { return };
+    let auth = w.state.join("state/auth/login.json");
+    // The wrapper first shows it runs confined (the login file, readable outside, is not
+    // readable here), then becomes the Inspector (with `--config`, it writes no catalog).
+    let wrapper = w.bin.join("mcp-client");
+    fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n\
+             if cat '{auth}' >/dev/null 2>&1; then echo 'NOT CONFINED' >&2; exit 99; fi\n\
+             exec node '{js}' --cli --format json \"$@\"\n",
+            auth = auth.display(),
+            js = js.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(
+        w.profiles.join("clis/mcp-client.toml"),
+        MCP_CLIENT_ADAPTER.replace("{bin}", &w.bin.display().to_string()),
+    )
+    .unwrap();
+
+    let call = |args: &[&str]| -> (Option<i32>, serde_json::Value) {
+        let mut full = vec![
+            "launch",
+            "--cli",
+            "mcp-client",
+            "--chat",
+            "chat-1",
+            "--workflow",
+            "wf-main",
+            "--attach",
+            "wf-ref",
+            "--mode",
+            "full",
+            "--",
+        ];
+        full.extend_from_slice(args);
+        let out = w.dispatcher(&full);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The Inspector prints one JSON document; the dispatcher's own lines come first.
+        let json = stdout
+            .find("\n{")
+            .map(|i| &stdout[i + 1..])
+            .or_else(|| stdout.starts_with('{').then_some(&stdout[..]))
+            .unwrap_or_else(|| panic!("{args:?}: no JSON from the client\n{}", text(&out)));
+        let v: serde_json::Value = serde_json::from_str(json.trim())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}\n{}", text(&out)));
+        let result = v
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{args:?}: no result\n{}", text(&out)));
+        (out.status.code(), result)
+    };
+    let tool = |name: &str, json_args: serde_json::Value| {
+        call(&[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            name,
+            "--tool-args-json",
+            &json_args.to_string(),
+        ])
+    };
+    let text_of =
+        |r: &serde_json::Value| r["content"][0]["text"].as_str().unwrap_or("").to_string();
+
+    let (code, list) = call(&["--method", "tools/list"]);
+    assert_eq!(code, Some(0), "{list}");
+    let names: Vec<_> = list["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["read_file", "write_file", "list_dir", "open_url"]);
+
+    // Inside the grants: the attached workflow is readable, the chat's own is writable.
+    let docs = w.state.join("workspace-docs");
+    let (code, read) = tool(
+        "read_file",
+        serde_json::json!({"path": docs.join("wf-ref/ref.md")}),
+    );
+    assert_eq!((code, text_of(&read).trim()), (Some(0), "shared"), "{read}");
+    let new = docs.join("wf-main/by-inspector.md");
+    let (code, wrote) = tool(
+        "write_file",
+        serde_json::json!({"path": new, "content": "written through the sandbox", "create": true}),
+    );
+    assert_eq!(
+        (code, &wrote["isError"]),
+        (Some(0), &serde_json::json!(false)),
+        "{wrote}"
+    );
+    assert_eq!(
+        fs::read_to_string(&new).unwrap(),
+        "written through the sandbox"
+    );
+
+    // Outside the grants: a clear MCP tool error, nothing read or written.
+    let runtime = w.state.join("state/cli-runtimes/v1/chat-1");
+    let refused = [
+        ("read_file", serde_json::json!({"path": auth})),
+        (
+            "read_file",
+            serde_json::json!({"path": runtime.join("../chat-2/secret.txt")}),
+        ),
+        (
+            "list_dir",
+            serde_json::json!({"path": w.state.join("state/auth")}),
+        ),
+        (
+            "write_file",
+            serde_json::json!({"path": docs.join("wf-ref/ref.md"), "content": "x"}),
+        ),
+        (
+            "write_file",
+            serde_json::json!({"path": docs.join("wf-other/new.md"), "content": "x", "create": true}),
+        ),
+    ];
+    for (name, args) in refused {
+        let (code, r) = tool(name, args.clone());
+        assert_eq!(
+            (code, &r["isError"]),
+            (Some(5), &serde_json::json!(true)),
+            "{name} {args}: {r}"
+        );
+        let msg = text_of(&r);
+        assert!(msg.starts_with("refused: "), "{name} {args}: {r}");
+        assert!(!msg.contains(MARKER), "{name} {args}: {r}");
+    }
+    assert_eq!(
+        fs::read_to_string(docs.join("wf-ref/ref.md"))
+            .unwrap()
+            .trim(),
+        "shared"
+    );
+    assert!(!docs.join("wf-other/new.md").exists());
+
+    // Every call reached the dispatcher and is in the chat's event log with its verdict.
+    let log = fs::read_to_string(w.state.join("state/events/chat-1.jsonl")).unwrap();
+    let verdicts: Vec<(String, String)> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "bridge")
+        .map(|e| {
+            (
+                e["call"]["tool"].as_str().unwrap().to_string(),
+                e["call"]["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts
+            .iter()
+            .map(|(t, v)| format!("{t}:{v}"))
+            .collect::<Vec<_>>(),
+        [
+            "read_file:allow",
+            "write_file:allow",
+            "read_file:deny",
+            "read_file:deny",
+            "list_dir:deny",
+            "write_file:deny",
+            "write_file:deny"
+        ],
+        "{log}"
+    );
+}
+
+#[test]
+fn mcp_client_inside_the_sandbox_as_root() {
+    mcp_client_inside_the_sandbox(Who::Root);
+}
+
+#[test]
+fn mcp_client_inside_the_sandbox_as_user() {
+    mcp_client_inside_the_sandbox(Who::User);
 }
 
 /// The same cases, for the macOS profile `dispatcher profile` writes, by the SBPL evaluator.
