@@ -141,6 +141,7 @@ live!(
     no_user_namespaces,
     landlock_only_shape,
     landlock_handles_only_what_it_refuses,
+    masks_shared_placeholders,
 );
 
 // ---- binaries --------------------------------------------------------------------------------
@@ -1115,6 +1116,68 @@ fn signals_forwarded(r: &Runner) {
 }
 
 // ---- scenarios: fail closed ------------------------------------------------------------------
+
+/// Two launches at once share the placeholder of a refused path missing at launch
+/// (`workflow.db`). The first one ending must not remove it from under the second: removing a
+/// folder that is a mount point in another mount namespace detaches that mount there, and the
+/// second sandbox could then create the refused file. The last one out removes it.
+fn masks_shared_placeholders(r: &Runner) {
+    let fx = Fixture::new(r);
+    let db = p(&fx.workflow_db);
+    let a_go = fx.home.join("a-go");
+    let b_go = fx.home.join("b-go");
+    let wait_for = |go: &Path| {
+        format!(
+            "echo up; while [ ! -e {go} ]; do sleep 0.02; done; ",
+            go = p(go)
+        )
+    };
+    let mut a = fx.start(
+        fx.exec(
+            r,
+            &["--enforce", "masks"],
+            &argv(["/bin/sh", "-c", &wait_for(&a_go)]),
+        ),
+        None,
+    );
+    a.wait_for_output("up");
+    assert!(
+        fx.workflow_db.is_dir(),
+        "the first launch made no placeholder"
+    );
+    let b_script = format!(
+        "{}if echo x > {db} 2>/dev/null; then echo CREATED; else echo refused-create; fi; \
+         if [ -e {db} ]; then echo masked; else echo unmasked; fi",
+        wait_for(&b_go)
+    );
+    let mut b = fx.start(
+        fx.exec(
+            r,
+            &["--enforce", "masks"],
+            &argv(["/bin/sh", "-c", &b_script]),
+        ),
+        None,
+    );
+    b.wait_for_output("up");
+    // The first launch ends while the second still runs.
+    fs::write(&a_go, "").unwrap();
+    let ran_a = a.wait();
+    assert_eq!(ran_a.code, Some(0), "{ran_a:?}");
+    assert!(
+        fx.workflow_db.is_dir(),
+        "the placeholder was removed while another sandbox still masks it"
+    );
+    fs::write(&b_go, "").unwrap();
+    let ran_b = b.wait();
+    assert_eq!(ran_b.code, Some(0), "{ran_b:?}");
+    assert!(ran_b.stdout.contains("refused-create"), "{ran_b:?}");
+    assert!(ran_b.stdout.contains("masked"), "{ran_b:?}");
+    // The last launch out removed the placeholder it found (it bears the mark).
+    assert!(
+        !fx.workflow_db.exists(),
+        "the placeholder outlived every launch using it"
+    );
+}
 
 fn fail_closed_planner(r: &Runner) {
     let fx = Fixture::new(r);

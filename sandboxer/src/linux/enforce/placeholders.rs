@@ -14,9 +14,22 @@
 //! Folders are walked down from an existing ancestor with `RESOLVE_NO_SYMLINKS`, so a symlink
 //! planted on the way cannot send a `mkdir` elsewhere. While the sandbox runs, a placeholder
 //! is visible outside as an empty folder.
+//!
+//! Launches running at the same time share placeholders (two chats on one workflow mask the
+//! same missing `planning/`). Removing a folder that is a mount point in *another* mount
+//! namespace is allowed and detaches that mount there (Linux >= 3.18), so a launch that
+//! removed its placeholder while another sandbox still masked it would unmask the path for
+//! that sandbox, which could then create it. Hence every launch holds a shared `flock` on
+//! each masked folder (made or found) for as long as its sandbox runs; a placeholder is
+//! removed only by a launch that can take the lock exclusively, i.e. when no other launch
+//! holds it. A launch that finds a folder, then locks it, checks that the path still names
+//! that folder (another launch may have removed it in between) and otherwise starts over.
+//! Placeholders carry the extended attribute `user.sandboxer.placeholder` (where the
+//! filesystem has them), so that the last launch using one removes it even when another
+//! launch made it; a folder without the mark that a launch found is never removed.
 
-use std::ffi::CString;
-use std::os::fd::OwnedFd;
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -34,7 +47,25 @@ use crate::linux::plan::MountStep;
 pub(super) struct Placeholders {
     /// In creation order (parents first).
     made: Vec<Made>,
+    /// A shared lock on each masked folder, held until the launch is over.
+    held: Vec<Held>,
 }
+
+/// A masked folder this launch holds a shared `flock` on (see the module's comment).
+#[derive(Debug)]
+struct Held {
+    path: PathBuf,
+    fd: OwnedFd,
+    dev: u64,
+    ino: u64,
+}
+
+/// The mark a placeholder carries, so that whichever launch uses it last may remove it.
+const MARK: &CStr = c"user.sandboxer.placeholder";
+
+/// How often a launch starts over when the folder it found was removed before it locked it
+/// (each time, another launch removed its placeholder in that instant).
+const ATTEMPTS: usize = 8;
 
 #[derive(Debug)]
 struct Made {
@@ -45,32 +76,96 @@ struct Made {
 }
 
 impl Placeholders {
-    /// Creates a placeholder for every masked folder that does not exist now.
+    /// Creates a placeholder for every masked folder that does not exist now, and locks every
+    /// masked folder (see the module's comment).
     pub fn create(steps: &[MountStep]) -> Result<Placeholders, EnforceError> {
         let mut placeholders = Placeholders::default();
         for step in steps {
             let path = step.path();
-            if exists(path)? {
+            if let MountStep::BindBack { .. } = step {
                 continue;
             }
-            let anchor = match step {
-                MountStep::BindBack { .. } => continue,
-                MountStep::Cover { is_dir: false, .. } => {
-                    return Err(EnforceError::new(
-                        Layer::Placeholder,
-                        format!(
-                            "covered path {} no longer exists (it changed since planning; a \
-                             file cannot be stood in for)",
-                            path.display()
-                        ),
-                    ));
+            let mut held = false;
+            for _ in 0..ATTEMPTS {
+                if !exists(path)? {
+                    let anchor = match step {
+                        MountStep::Cover { is_dir: false, .. } => {
+                            return Err(EnforceError::new(
+                                Layer::Placeholder,
+                                format!(
+                                    "covered path {} no longer exists (it changed since \
+                                     planning; a file cannot be stood in for)",
+                                    path.display()
+                                ),
+                            ));
+                        }
+                        MountStep::Refuse { .. } => grant_holding(steps, path)?,
+                        _ => existing_ancestor(path)?,
+                    };
+                    placeholders.make(&anchor, path)?;
                 }
-                MountStep::Cover { .. } => existing_ancestor(path)?,
-                MountStep::Refuse { .. } => grant_holding(steps, path)?,
-            };
-            placeholders.make(&anchor, path)?;
+                if placeholders.hold(path)? {
+                    held = true;
+                    break;
+                }
+            }
+            if !held {
+                return Err(EnforceError::new(
+                    Layer::Placeholder,
+                    format!(
+                        "{} kept disappearing while it was being locked ({ATTEMPTS} attempts); \
+                         something outside is removing it",
+                        path.display()
+                    ),
+                ));
+            }
         }
         Ok(placeholders)
+    }
+
+    /// Takes a shared lock on the folder at `path` for this launch. `Ok(false)` when the
+    /// path no longer names the folder that was locked (removed or replaced meanwhile): the
+    /// caller starts over. A path that is not a folder this process may open (a file, a
+    /// symlink, another person's folder) is not locked: it is no placeholder of a launch
+    /// that could remove it from under this one.
+    fn hold(&mut self, path: &Path) -> Result<bool, EnforceError> {
+        let err = |what: &str, e: Errno| {
+            EnforceError::os(
+                Layer::Placeholder,
+                format_args!("locking {}: {what}", path.display()),
+                e,
+            )
+        };
+        let c_path = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| err("the path contains NUL", Errno::EINVAL))?;
+        let fd = match sys::open_no_symlinks(Dir::Cwd, &c_path, libc::O_RDONLY | libc::O_DIRECTORY)
+        {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => return Ok(false),
+            Err(Errno::ENOTDIR | Errno::ELOOP | Errno::EACCES | Errno::EPERM) => return Ok(true),
+            Err(e) => return Err(err("opening it", e)),
+        };
+        loop {
+            // SAFETY: `fd` is an open descriptor owned here.
+            match Errno::result(unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH) }) {
+                Ok(_) => break,
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(err("flock", e)),
+            }
+        }
+        let locked = nix::sys::stat::fstat(&fd).map_err(|e| err("fstat", e))?;
+        match nix::sys::stat::lstat(path) {
+            Ok(now) if (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino) => {}
+            Ok(_) | Err(Errno::ENOENT) => return Ok(false),
+            Err(e) => return Err(err("lstat", e)),
+        }
+        self.held.push(Held {
+            path: path.to_path_buf(),
+            fd,
+            dev: locked.st_dev,
+            ino: locked.st_ino,
+        });
+        Ok(true)
     }
 
     /// Creates every missing folder from `anchor` (an existing folder) down to `path`.
@@ -99,6 +194,7 @@ impl Placeholders {
                 Ok(()) => {
                     let st = fstatat(&dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
                         .map_err(|e| err("stat of the new folder", e))?;
+                    mark(&dir, &name);
                     self.made.push(Made {
                         parent: parent.clone(),
                         name: name.clone(),
@@ -123,11 +219,37 @@ impl Placeholders {
 }
 
 impl Drop for Placeholders {
-    /// Removes each placeholder still in place, deepest first. Failures are left alone on
-    /// purpose: a placeholder someone filled or replaced is no longer ours to remove.
+    /// Removes each placeholder no other launch holds, deepest first: those this launch made,
+    /// and those it found bearing the placeholder mark. Failures are left alone on purpose: a
+    /// placeholder someone filled or replaced is no longer ours to remove, and one another
+    /// launch still masks is removed by the last launch using it.
     fn drop(&mut self) {
-        for made in self.made.iter().rev() {
-            let Ok(parent) = CString::new(made.parent.as_os_str().as_bytes()) else {
+        let mut candidates: Vec<(PathBuf, CString, u64, u64)> = self
+            .made
+            .iter()
+            .map(|m| (m.parent.clone(), m.name.clone(), m.dev, m.ino))
+            .collect();
+        for h in &self.held {
+            let made = candidates.iter().any(|c| (c.2, c.3) == (h.dev, h.ino));
+            if !made
+                && has_mark(&h.fd)
+                && let (Some(parent), Some(name)) = (h.path.parent(), h.path.file_name())
+                && let Ok(name) = CString::new(name.as_bytes())
+            {
+                candidates.push((parent.to_path_buf(), name, h.dev, h.ino));
+            }
+        }
+        // Deepest first, so that a folder made above a placeholder can go after it.
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.0.components().count()));
+        for (parent, name, dev, ino) in candidates {
+            if let Some(h) = self.held.iter().find(|h| (h.dev, h.ino) == (dev, ino)) {
+                // Exclusive only if no other launch holds it; held until this process is done.
+                // SAFETY: `h.fd` is an open descriptor owned by `self`.
+                if unsafe { libc::flock(h.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                    continue;
+                }
+            }
+            let Ok(parent) = CString::new(parent.as_os_str().as_bytes()) else {
                 continue;
             };
             let Ok(dir) =
@@ -135,13 +257,38 @@ impl Drop for Placeholders {
             else {
                 continue;
             };
-            let same = fstatat(&dir, made.name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| st.st_dev == made.dev && st.st_ino == made.ino);
+            let same = fstatat(&dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| st.st_dev == dev && st.st_ino == ino);
             if same {
-                let _ = unlinkat(&dir, made.name.as_c_str(), UnlinkatFlags::RemoveDir);
+                let _ = unlinkat(&dir, name.as_c_str(), UnlinkatFlags::RemoveDir);
             }
         }
     }
+}
+
+/// Marks the new folder `name` in `dir` as a placeholder; best effort (a filesystem without
+/// user extended attributes leaves the folder to the launch that made it).
+fn mark(dir: &OwnedFd, name: &CStr) {
+    let Ok(fd) = sys::open_no_symlinks(Dir::Fd(dir), name, libc::O_RDONLY | libc::O_DIRECTORY)
+    else {
+        return;
+    };
+    // SAFETY: valid descriptor, NUL-terminated name, a one-byte value that outlives the call.
+    unsafe { libc::fsetxattr(fd.as_raw_fd(), MARK.as_ptr(), b"1".as_ptr().cast(), 1, 0) };
+}
+
+fn has_mark(fd: &OwnedFd) -> bool {
+    let mut value = [0u8; 1];
+    // SAFETY: valid descriptor, NUL-terminated name, a buffer of the length given.
+    let n = unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            MARK.as_ptr(),
+            value.as_mut_ptr().cast(),
+            value.len(),
+        )
+    };
+    n == 1 && value[0] == b'1'
 }
 
 fn exists(path: &Path) -> Result<bool, EnforceError> {
