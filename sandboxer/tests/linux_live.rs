@@ -983,6 +983,7 @@ fn sh_quote(s: &OsStr) -> String {
 
 fn terminal_injection(r: &Runner) {
     let fx = Fixture::new(r);
+    other_terminals(&fx, r);
     let probe = fx.probe_argv(&[vec!["tiocsti".into(), "0".into()], vec!["open-tty".into()]]);
     // Under a real pty (script(1) makes one, with the pty as the child's controlling terminal).
     let under_pty = |inner: &[OsString]| {
@@ -1027,6 +1028,50 @@ fn terminal_injection(r: &Runner) {
             "{shape}: /dev/tty opened (still a controlling terminal): {ran:?}"
         );
     }
+}
+
+/// Another terminal of the person's (a pty they own, as every terminal window is): from the
+/// masks shape it is not there (the sandbox has its own `/dev/pts`), while ptys made inside
+/// work. Outside, the same probe writes to it (the control).
+fn other_terminals(fx: &Fixture, r: &Runner) {
+    use std::os::fd::AsRawFd;
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let slave = fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd())).unwrap();
+    chown(&slave, Some(r.uid), Some(r.gid)).unwrap();
+    let probe = fx.probe_argv(&[vec!["tty-write".into(), p(&slave)], vec!["new-pty".into()]]);
+    let drain = || {
+        let mut buf = [0u8; 256];
+        nix::fcntl::fcntl(
+            &pty.master,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .unwrap();
+        match nix::unistd::read(&pty.master, &mut buf) {
+            Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+            Err(_) => String::new(),
+        }
+    };
+
+    let ran = fx.run(fx.bare(r, &probe), None);
+    let control = parse_probes(&ran.stdout);
+    assert!(
+        control.len() == 2 && control[0].ok && control[1].ok,
+        "control: {ran:?}"
+    );
+    assert!(
+        drain().contains("written-by-probe"),
+        "control: nothing arrived"
+    );
+
+    let ran = fx.run(fx.exec(r, &[], &probe), None);
+    let inside = parse_probes(&ran.stdout);
+    assert_eq!(inside.len(), 2, "{ran:?}");
+    assert!(
+        !inside[0].ok,
+        "another terminal was written from inside: {ran:?}"
+    );
+    assert!(inside[1].ok, "a pty made inside does not work: {ran:?}");
+    assert_eq!(drain(), "", "something reached the other terminal");
 }
 
 // ---- scenarios: the process ------------------------------------------------------------------

@@ -378,7 +378,8 @@ pub struct Plan {
     pub shape: Shape,
     pub uid: u32,
     pub gid: u32,
-    /// user + mount + PID namespaces with a fresh `/proc` and a small init as PID 1.
+    /// user + mount + PID namespaces with a fresh `/proc`, the sandbox's own `/dev/pts` and a
+    /// small init as PID 1.
     pub namespaces: bool,
     pub mounts: Vec<MountStep>,
     pub landlock: LandlockPlan,

@@ -1597,6 +1597,9 @@ pub enum GapKind {
     Signals,
     /// ptrace and `/proc/PID` of outside processes: need Landlock or a PID namespace.
     Ptrace,
+    /// The person's other terminals under `/dev/pts`: only the masks shape gives the sandbox
+    /// its own instance.
+    OtherTerminals,
     /// stat, chmod, chown, utimes and xattrs are not Landlock rights: of protected data they
     /// stay possible wherever no mask hides it (e.g. chmod 644 of a token file).
     MetadataUnguarded,
@@ -1624,6 +1627,7 @@ impl GapKind {
             GapKind::AbstractUnixSockets => "abstract-unix-sockets",
             GapKind::Signals => "signals",
             GapKind::Ptrace => "ptrace",
+            GapKind::OtherTerminals => "other-terminals",
             GapKind::MetadataUnguarded => "metadata-unguarded",
             GapKind::ClosedBaseMetadata => "closed-base-metadata",
         }
@@ -1724,6 +1728,14 @@ impl GapKind {
             ),
             GapKind::Ptrace => "ptrace and /proc/PID of the person's other processes are not \
                  stopped: there is neither Landlock nor a PID namespace"
+                .into(),
+            GapKind::OtherTerminals => "the person's other terminals (/dev/pts/N, theirs to \
+                 open) stay reachable: text and escape sequences can be written to them, and \
+                 what is typed there can be read by racing the shell. Without a mount namespace \
+                 the sandbox cannot get its own /dev/pts, and refusing /dev/pts to Landlock \
+                 would break every pty made inside (terminal tools of the CLIs). Not counted as \
+                 breaking: no product data or launcher is reached; a terminal is not a way out \
+                 of the ways-out list"
                 .into(),
             GapKind::MetadataUnguarded => "stat, chmod, chown, utimes and extended attributes \
                  are not Landlock rights, and no mask hides these protected paths: a process \
@@ -1945,6 +1957,9 @@ fn analyze(
     }
     if abi == 0 && !plan.namespaces {
         found.entry(GapKind::Ptrace).or_default();
+    }
+    if !plan.namespaces {
+        found.entry(GapKind::OtherTerminals).or_default();
     }
     if !exposure.assets.is_empty() {
         found.insert(GapKind::MetadataUnguarded, exposure.assets.clone());

@@ -77,6 +77,29 @@ def ptrace(pid):
     return ""
 
 
+def tty_write(path):
+    """Writes to another terminal, opened as the shell there would not notice."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY)
+    try:
+        os.write(fd, b"written-by-probe\n")
+    finally:
+        os.close(fd)
+    return ""
+
+
+def new_pty():
+    """A pty of one's own, used both ways: what the CLIs' terminal tools need."""
+    import pty
+    m, s = pty.openpty()
+    os.write(s, b"x")
+    got = os.read(m, 1)
+    os.close(m)
+    os.close(s)
+    if got != b"x":
+        raise OSError("the new pty does not pass data")
+    return ""
+
+
 def tiocsti(fd):
     fcntl.ioctl(int(fd), termios.TIOCSTI, b"#")
     return ""
@@ -100,6 +123,8 @@ OPS = {
     "proc-root": lambda pid: "\n".join(sorted(os.listdir("/proc/%s/root" % pid))),
     "proc-environ": lambda pid: read("/proc/%s/environ" % pid),
     "tiocsti": tiocsti,
+    "tty-write": tty_write,
+    "new-pty": new_pty,
     "open-tty": lambda: os.close(os.open("/dev/tty", os.O_RDWR)) or "",
     "getpid": lambda: str(os.getpid()),
 }

@@ -22,6 +22,8 @@ pub enum Layer {
     Placeholder,
     /// The PID namespace's fresh `/proc`.
     Proc,
+    /// The sandbox's own instance of `/dev/pts`.
+    Terminals,
     Session,
     WorkingDirectory,
     Capabilities,
@@ -41,6 +43,7 @@ impl fmt::Display for Layer {
             Layer::Masks => "masks",
             Layer::Placeholder => "placeholder",
             Layer::Proc => "fresh /proc",
+            Layer::Terminals => "fresh /dev/pts",
             Layer::Session => "setsid",
             Layer::WorkingDirectory => "working directory",
             Layer::Capabilities => "capabilities",

@@ -4,7 +4,7 @@
 //! caller (sandboxer)      waits, forwards signals, reads reports
 //! └─ monitor              own process group; new user + mount + PID namespaces; uid/gid map;
 //!    │                    masks; then drops its capabilities, waits, forwards signals
-//!    └─ init (PID 1)      fresh /proc; drops its capabilities; reaps every child, forwards
+//!    └─ init (PID 1)      fresh /proc and /dev/pts; drops its capabilities; reaps every child, forwards
 //!       │                 signals, reports how the command ended, exits with its status
 //!       └─ command        setsid, cwd, capabilities, no_new_privs, Landlock, exec
 //! ```
@@ -57,11 +57,40 @@ fn pid1(p: &Prepared, reporter: Reporter) -> Result<Infallible, EnforceError> {
             e,
         )
     })?;
+    fresh_terminals()?;
     harden()?;
     let command = spawn(reporter, Parent::Pid(Pid::from_raw(1)), || confine::exec(p))?;
     let outcome: Outcome = supervise(command, Reap::All)?;
     reporter.send(&Message::Finished(outcome));
     exit_with(outcome)
+}
+
+/// The sandbox's own instance of `/dev/pts`, over the host's. The host's holds every terminal
+/// the person has open (same owner, so openable): from there a process could read what is
+/// typed into another terminal, or write text and escape sequences to it. The caller's own
+/// terminal keeps working through the descriptors the command inherits; only its name under
+/// `/dev/pts` is gone. Ptys made inside (`/dev/ptmx` opens the instance mounted at its
+/// sibling `pts`, Linux >= 4.7) work as before. A system without `/dev/pts` has nothing to
+/// hide.
+fn fresh_terminals() -> Result<(), EnforceError> {
+    if !std::path::Path::new("/dev/pts").is_dir() {
+        return Ok(());
+    }
+    mount(
+        Some("devpts"),
+        "/dev/pts",
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(|e| {
+        EnforceError::os(
+            Layer::Terminals,
+            "mounting a fresh devpts instance over /dev/pts (the person's other terminals \
+             would stay reachable)",
+            e,
+        )
+    })
 }
 
 /// A sandbox process that only waits from now on gives up every capability it had in the
