@@ -13,6 +13,7 @@ pub mod probe;
 pub mod sbpl;
 pub mod seatbelt;
 pub mod target;
+pub mod ways_out;
 
 pub use policy::{Access, Base, Decision, Op, Policy, PolicyError, Reason, Verdict};
 pub use target::Target;

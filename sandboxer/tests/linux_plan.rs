@@ -14,8 +14,8 @@ use sandboxer::linux::planner::{
     Decider, EntryKind, GapKind, MemFs, MountEffect, RefusalId, WAYS_OUT_ORIGIN, choose_with,
     classify, plan_with,
 };
-use sandboxer::linux::ways_out::{self, Env};
 use sandboxer::policy::{Enforce, ResolveOptions};
+use sandboxer::ways_out::{self, Env};
 use sandboxer::{Op, Policy, Target, Verdict};
 
 const HOME: &str = "/home/ada";
@@ -61,7 +61,8 @@ fn env() -> Env {
 
 fn product() -> Policy {
     let mut opts = ResolveOptions::new(Target::Linux, PathBuf::from(HOME), false).unwrap();
-    opts.ways_out = ways_out::expand(ways_out::WAYS_OUT_TOML, &env()).unwrap();
+    opts.ways_out =
+        ways_out::expand(Target::Linux, ways_out::embedded(Target::Linux), &env()).unwrap();
     Policy::from_toml(PRODUCT_LINUX, "product.toml", &opts).unwrap()
 }
 

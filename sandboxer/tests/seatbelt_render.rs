@@ -74,6 +74,66 @@ fn mac(text: &str) -> Policy {
     Policy::from_toml(text, "policy.toml", &opts()).unwrap()
 }
 
+/// As the CLI resolves a policy for a Mac named by `--home /Users/ada --uid 501`: the macOS
+/// ways-out list for that person, without environment variables (the Mac's are unknown).
+fn mac_with_ways_out(text: &str) -> Policy {
+    use sandboxer::ways_out::{self, Env};
+    let mut opts = opts();
+    let env = Env::for_other_machine(501, "ada", Path::new("/Users/ada"));
+    opts.ways_out = ways_out::load(Target::Macos, None, &env).unwrap();
+    Policy::from_toml(text, "policy.toml", &opts).unwrap()
+}
+
+/// The macOS ways out (a tmux server, X11, the container engines' sockets, screen) are refused
+/// like any protected root, missing or not; `[macos] ways_out = false` opens them again.
+#[test]
+fn macos_ways_out_are_refused() {
+    let on = parse(&seatbelt::render(&mac_with_ways_out(PRODUCT)).unwrap());
+    let off_text = format!("{PRODUCT}\n[macos]\nways_out = false\n");
+    let off = parse(&seatbelt::render(&mac_with_ways_out(&off_text)).unwrap());
+    for (op, path) in [
+        (Op::ConnectUnix, "/private/tmp/tmux-501/default"),
+        (Op::Read, "/private/tmp/tmux-501/default"),
+        (Op::Create, "/private/tmp/tmux-501/evil"),
+        (Op::ConnectUnix, "/private/tmp/.X11-unix/X0"),
+        (Op::ConnectUnix, "/private/var/run/docker.sock"),
+        (Op::ConnectUnix, "/Users/ada/.docker/run/docker.sock"),
+        (Op::ConnectUnix, "/Users/ada/.colima/default/docker.sock"),
+        (Op::ConnectUnix, "/Users/ada/.orbstack/run/docker.sock"),
+        (
+            Op::ConnectUnix,
+            "/private/tmp/uscreens/S-ada/123.ttys000.mac",
+        ),
+        (Op::Read, "/Users/ada/.Xauthority"),
+    ] {
+        let path = Path::new(path);
+        assert_eq!(
+            evaluate(&on, op, path),
+            Some(Verdict::Deny),
+            "{op:?} {path:?}"
+        );
+        assert_eq!(
+            evaluate(&off, op, path),
+            Some(Verdict::Allow),
+            "off: {op:?} {path:?}"
+        );
+    }
+    // Another user's tmux folder is not this person's way out (their own server refuses
+    // other uids anyway), and the rest of /private/tmp stays open.
+    for (op, path) in [
+        (Op::ConnectUnix, "/private/tmp/tmux-502/default"),
+        (Op::Create, "/private/tmp/scratch.txt"),
+        (Op::Read, "/Users/ada/.docker/config.json"),
+    ] {
+        let path = Path::new(path);
+        assert_eq!(
+            evaluate(&on, op, path),
+            Some(Verdict::Allow),
+            "{op:?} {path:?}"
+        );
+    }
+}
+
 fn unblocked(text: &str) -> String {
     format!("{text}\n[launchers]\nblock = false\n")
 }
@@ -378,6 +438,8 @@ fn cli_renders_to_stdout_and_to_a_file_atomically() {
         "macos",
         "--home",
         "/Users/ada",
+        "--uid",
+        "501",
         "--policy",
     ];
 
@@ -388,7 +450,10 @@ fn cli_renders_to_stdout_and_to_a_file_atomically() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(stdout, seatbelt::render(&mac(PRODUCT)).unwrap());
+    assert_eq!(
+        stdout,
+        seatbelt::render(&mac_with_ways_out(PRODUCT)).unwrap()
+    );
 
     let target = dir.path().join("profile.sb");
     let out = sandboxer(

@@ -6,4 +6,3 @@ pub mod enforce;
 pub mod facts;
 pub mod plan;
 pub mod planner;
-pub mod ways_out;

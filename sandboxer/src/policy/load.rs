@@ -64,9 +64,10 @@ pub struct ResolveOptions {
     pub resolve_symlinks: bool,
     /// The launcher list; the embedded one unless overridden.
     pub launchers: LauncherSet,
-    /// The Linux ways-out list, already expanded for this person (absolute paths, with why):
-    /// added as protected roots when the policy's `[linux] ways_out` is true (the default)
-    /// and the target is Linux. See `profiles/linux/ways-out.toml`.
+    /// The target's ways-out list, already expanded for this person (absolute paths, with
+    /// why; `crate::ways_out::load`): added as protected roots when the policy's
+    /// `[linux] ways_out` (Linux) or `[macos] ways_out` (macOS) is true, the default. See
+    /// `profiles/{linux,macos}/ways-out.toml`.
     pub ways_out: Vec<(PathBuf, String)>,
 }
 
@@ -200,6 +201,7 @@ struct RawClosed {
 struct RawMacos {
     #[serde(default)]
     deny_mach_services: Vec<Spanned<String>>,
+    ways_out: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -368,7 +370,12 @@ impl Cx<'_> {
             });
         }
         let ways_out = raw.linux.ways_out.unwrap_or(true);
-        let ways_out_apply = ways_out && target == Target::Linux;
+        let macos_ways_out = raw.macos.ways_out.unwrap_or(true);
+        // `opts.ways_out` is the list for `target` (see `crate::ways_out::load`).
+        let ways_out_apply = match target {
+            Target::Linux => ways_out,
+            Target::Macos => macos_ways_out,
+        };
         for (path, why) in self.opts.ways_out.iter().filter(|_| ways_out_apply) {
             let path = if self.opts.resolve_symlinks {
                 canonicalize_existing_prefix(path).map_err(|e| {
@@ -545,7 +552,10 @@ impl Cx<'_> {
             refuse,
             launchers,
             closed,
-            macos: MacosKnobs { deny_mach_services },
+            macos: MacosKnobs {
+                deny_mach_services,
+                ways_out: macos_ways_out,
+            },
             linux: LinuxKnobs { enforce, ways_out },
         })
     }

@@ -158,6 +158,8 @@ pub struct ClosedBase {
 pub struct MacosKnobs {
     /// Extra Mach services refused besides the launcher list.
     pub deny_mach_services: Vec<String>,
+    /// Refuse the ways-out list (`profiles/macos/ways-out.toml`) as protected roots.
+    pub ways_out: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

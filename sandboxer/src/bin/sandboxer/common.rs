@@ -21,9 +21,22 @@ pub struct PolicyArgs {
     /// Linux). Default: $HOME.
     #[arg(long, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Folder overriding the embedded profiles (seatbelt/, linux/, launchers.toml).
+    /// Folder overriding the embedded profiles (seatbelt/, linux/, macos/, launchers.toml).
     #[arg(long, value_name = "DIR")]
     pub profiles_dir: Option<PathBuf>,
+    /// The person's uid, for the ways-out list (e.g. a Mac's `tmux-UID` folder when rendering
+    /// on another machine). Default: this process's.
+    #[arg(long, value_name = "N")]
+    pub uid: Option<u32>,
+    /// The person's user name, for the ways-out list (screen's `S-NAME`). Default: this
+    /// process's on this machine; the last component of --home for another.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+}
+
+fn this_uid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
 }
 
 pub fn parse_target(s: &str) -> Result<Target, String> {
@@ -61,15 +74,37 @@ impl PolicyArgs {
         Ok(opts)
     }
 
-    /// Fills `opts.ways_out` from the ways-out list (`--profiles-dir`/linux/ways-out.toml or
-    /// the embedded one) for this process's user, when the target is this Linux machine; the
-    /// loader adds the entries as protected roots if the policy's `[linux] ways_out` is on.
+    /// Fills `opts.ways_out` from the target's ways-out list (`--profiles-dir`/<target>/
+    /// ways-out.toml or the embedded one) for the person: this process's user and environment
+    /// when the target is this machine; for a Mac's profile rendered elsewhere, `--uid` and
+    /// `--user` and no environment (that machine's variables are unknown here, so the entries
+    /// that need one are left out). A Linux plan is only ever enforced on the machine that
+    /// makes it, so off-host Linux gets no list. The loader adds the entries as protected
+    /// roots unless the policy turns them off.
     pub fn fill_ways_out(&self, opts: &mut ResolveOptions) -> Result<()> {
-        if opts.target == Target::Linux && opts.target.is_host() {
-            let env = sandboxer::linux::ways_out::Env::from_process(&opts.home);
-            opts.ways_out = sandboxer::linux::ways_out::load(self.profiles_dir.as_deref(), &env)
-                .context("loading the ways-out list")?;
+        use sandboxer::ways_out::{self, Env};
+        let target = opts.target;
+        if target == Target::Linux && !target.is_host() {
+            return Ok(());
         }
+        let mut env = if target.is_host() {
+            Env::from_process(&opts.home)
+        } else {
+            let user = opts
+                .home
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Env::for_other_machine(this_uid(), &user, &opts.home)
+        };
+        if let Some(uid) = self.uid {
+            env.uid = uid;
+        }
+        if let Some(user) = &self.user {
+            env.user = user.clone();
+        }
+        opts.ways_out = ways_out::load(target, self.profiles_dir.as_deref(), &env)
+            .context("loading the ways-out list")?;
         Ok(())
     }
 

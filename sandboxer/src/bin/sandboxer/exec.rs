@@ -114,9 +114,9 @@ mod linux {
     use sandboxer::linux::facts::{self, AssumedFacts};
     use sandboxer::linux::plan::{Facts, Plan, Shape};
     use sandboxer::linux::planner::{self, HostFs};
-    use sandboxer::linux::ways_out;
     use sandboxer::policy::Enforce;
     use sandboxer::policy::default_policy;
+    use sandboxer::ways_out;
 
     use super::{ExecArgs, NOT_RUN};
     use crate::common::PolicyArgs;
@@ -148,8 +148,9 @@ mod linux {
             }
         }
         let env = ways_out::Env::from_process(&opts.home);
-        opts.ways_out = ways_out::load(args.profiles_dir.as_deref(), &env)
-            .context("loading the ways-out list")?;
+        opts.ways_out =
+            ways_out::load(sandboxer::Target::Linux, args.profiles_dir.as_deref(), &env)
+                .context("loading the ways-out list")?;
         Ok(Policy::from_toml(&text, &label, &opts)?)
     }
 

@@ -1,7 +1,10 @@
-//! The Linux ways-out list (`profiles/linux/ways-out.toml`, embedded): sockets and folders
-//! through which a confined process could get code run outside the sandbox. Expanded for one
-//! person ([`Env`]) into absolute paths with why, which the loader adds as protected roots
-//! (`ResolveOptions::ways_out`) when the policy's `[linux] ways_out` is true.
+//! The ways-out lists (`profiles/linux/ways-out.toml`, `profiles/macos/ways-out.toml`,
+//! embedded): sockets and folders through which a confined process could get code run outside
+//! the sandbox — a terminal multiplexer's server, X11, a container engine's API, an agent's
+//! socket. Expanded for one person ([`Env`]) into absolute paths with why, which the loader
+//! adds as protected roots (`ResolveOptions::ways_out`) when the policy's `[linux] ways_out` /
+//! `[macos] ways_out` is true (the default). On Linux the masks hide them; on macOS the
+//! profile refuses reading, writing and connecting to them, as for any protected root.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -9,18 +12,26 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::Target;
 use crate::paths::normalize;
 
-/// The embedded list; `--profiles-dir DIR` reads `DIR/linux/ways-out.toml` instead.
-pub const WAYS_OUT_TOML: &str = include_str!("../../../profiles/linux/ways-out.toml");
+/// The embedded list for `target`; `--profiles-dir DIR` reads `DIR/<target>/ways-out.toml`
+/// instead.
+pub fn embedded(target: Target) -> &'static str {
+    match target {
+        Target::Linux => include_str!("../../profiles/linux/ways-out.toml"),
+        Target::Macos => include_str!("../../profiles/macos/ways-out.toml"),
+    }
+}
 
 /// The environment variables the templates read.
-pub const ENV_VARS: [&str; 5] = [
+pub const ENV_VARS: [&str; 6] = [
     "XDG_RUNTIME_DIR",
     "TMUX_TMPDIR",
     "XAUTHORITY",
     "DOCKER_HOST",
     "SSH_AUTH_SOCK",
+    "DISPLAY",
 ];
 
 /// Whose ways out: the person's uid, name and home, the environment variables in
@@ -55,6 +66,19 @@ impl Env {
             user,
             home: home.to_path_buf(),
             vars,
+            extra: Vec::new(),
+        }
+    }
+
+    /// For a person on another machine (a Mac's profile rendered elsewhere): their uid, name
+    /// and home, and no environment variables — that machine's are unknown, so the entries
+    /// that need one are left out.
+    pub fn for_other_machine(uid: u32, user: &str, home: &Path) -> Env {
+        Env {
+            uid,
+            user: user.to_string(),
+            home: home.to_path_buf(),
+            vars: BTreeMap::new(),
             extra: Vec::new(),
         }
     }
@@ -111,14 +135,20 @@ struct RawEntry {
     why: String,
 }
 
-/// Expands the list in `text` for `env`: `(absolute path, why)` per entry, entries whose
-/// optional variable is unset left out, then `env.extra`. Duplicates are dropped.
-pub fn expand(text: &str, env: &Env) -> Result<Vec<(PathBuf, String)>, WaysOutError> {
-    expand_file(text, "ways-out.toml", env)
+/// Expands the list in `text` for `env` on `target`: `(absolute path, why)` per entry,
+/// entries whose optional variable is unset left out, then `env.extra`. Duplicates are
+/// dropped.
+pub fn expand(
+    target: Target,
+    text: &str,
+    env: &Env,
+) -> Result<Vec<(PathBuf, String)>, WaysOutError> {
+    expand_file(target, text, "ways-out.toml", env)
 }
 
 /// [`expand`], naming the file `file` in errors.
 pub fn expand_file(
+    target: Target,
     text: &str,
     file: &str,
     env: &Env,
@@ -148,7 +178,7 @@ pub fn expand_file(
     for (i, entry) in raw.way_out.iter().enumerate() {
         let field = format!("way_out[{i}].path");
         let line = line_of(entry.path.span().start);
-        let expanded = match expand_template(entry.path.get_ref(), env) {
+        let expanded = match expand_template(target, entry.path.get_ref(), env) {
             Ok(Some(p)) => p,
             Ok(None) => continue,
             Err(message) => return Err(err(line, &field, message)),
@@ -167,14 +197,15 @@ pub fn expand_file(
     Ok(out)
 }
 
-/// Reads the list from `profiles_dir/linux/ways-out.toml` when given and present, else the
-/// embedded one, and expands it for `env`.
+/// Reads `target`'s list from `profiles_dir/<target>/ways-out.toml` when given and present,
+/// else the embedded one, and expands it for `env`.
 pub fn load(
+    target: Target,
     profiles_dir: Option<&Path>,
     env: &Env,
 ) -> Result<Vec<(PathBuf, String)>, WaysOutError> {
     if let Some(dir) = profiles_dir {
-        let file = dir.join("linux").join("ways-out.toml");
+        let file = dir.join(target.to_string()).join("ways-out.toml");
         if file.exists() {
             let label = file.display().to_string();
             let text = std::fs::read_to_string(&file).map_err(|e| WaysOutError {
@@ -183,26 +214,41 @@ pub fn load(
                 field: "(file)".into(),
                 message: format!("cannot read the ways-out list: {e}"),
             })?;
-            return expand_file(&text, &label, env);
+            return expand_file(target, &text, &label, env);
         }
     }
-    expand_file(WAYS_OUT_TOML, "(embedded ways-out.toml)", env)
+    let label = format!("(embedded {target}/ways-out.toml)");
+    expand_file(target, embedded(target), &label, env)
 }
 
-/// The variables a template may use.
-const VARIABLES: [&str; 8] = [
-    "uid",
-    "user",
-    "home",
-    "xdg_runtime_dir",
-    "tmux_tmpdir",
-    "xauthority",
-    "docker_host_socket",
-    "ssh_auth_sock",
-];
+/// The variables a template may use on `target`.
+fn variables(target: Target) -> &'static [&'static str] {
+    match target {
+        Target::Linux => &[
+            "uid",
+            "user",
+            "home",
+            "xdg_runtime_dir",
+            "tmux_tmpdir",
+            "xauthority",
+            "docker_host_socket",
+            "ssh_auth_sock",
+        ],
+        Target::Macos => &[
+            "uid",
+            "user",
+            "home",
+            "tmux_tmpdir",
+            "xauthority",
+            "docker_host_socket",
+            "ssh_auth_sock",
+            "display_socket",
+        ],
+    }
+}
 
 /// `Ok(None)` when the template uses an optional variable that is unset.
-fn expand_template(template: &str, env: &Env) -> Result<Option<String>, String> {
+fn expand_template(target: Target, template: &str, env: &Env) -> Result<Option<String>, String> {
     let mut out = String::new();
     let mut rest = template;
     while let Some(open) = rest.find(['{', '}']) {
@@ -215,7 +261,7 @@ fn expand_template(template: &str, env: &Env) -> Result<Option<String>, String> 
             .find('}')
             .ok_or_else(|| format!("{template:?}: '{{' without a matching '}}'"))?;
         let name = &after[..close];
-        match variable(name, env)? {
+        match variable(target, name, env)? {
             Some(value) => out.push_str(&value),
             None => return Ok(None),
         }
@@ -225,7 +271,17 @@ fn expand_template(template: &str, env: &Env) -> Result<Option<String>, String> 
     Ok(Some(out))
 }
 
-fn variable(name: &str, env: &Env) -> Result<Option<String>, String> {
+fn variable(target: Target, name: &str, env: &Env) -> Result<Option<String>, String> {
+    if !variables(target).contains(&name) {
+        return Err(format!(
+            "unknown variable {{{name}}} for {target}; known: {}",
+            variables(target)
+                .iter()
+                .map(|v| format!("{{{v}}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let absolute = |var: &str, value: &str| -> Result<String, String> {
         if Path::new(value).is_absolute() {
             Ok(value.to_string())
@@ -244,10 +300,18 @@ fn variable(name: &str, env: &Env) -> Result<Option<String>, String> {
             Some(v) => absolute("XDG_RUNTIME_DIR", v)?,
             None => format!("/run/user/{}", env.uid),
         }),
+        // tmux's own default, `/tmp` (on macOS the real folder is `/private/tmp`).
         "tmux_tmpdir" => Some(match env.var("TMUX_TMPDIR") {
             Some(v) => absolute("TMUX_TMPDIR", v)?,
+            None if target == Target::Macos => "/private/tmp".into(),
             None => "/tmp".into(),
         }),
+        // XQuartz sets $DISPLAY to its launchd socket's path
+        // (`/private/tmp/com.apple.launchd.XXXX/org.xquartz:0`); a `host:0` display is TCP.
+        "display_socket" => env
+            .var("DISPLAY")
+            .filter(|v| v.starts_with('/'))
+            .map(str::to_string),
         "xauthority" => env
             .var("XAUTHORITY")
             .map(|v| absolute("XAUTHORITY", v))
@@ -265,12 +329,7 @@ fn variable(name: &str, env: &Env) -> Result<Option<String>, String> {
             },
             None => None,
         },
-        other => {
-            return Err(format!(
-                "unknown variable {{{other}}}; known: {}",
-                VARIABLES.map(|v| format!("{{{v}}}")).join(", ")
-            ));
-        }
+        _ => unreachable!("every variable of `variables` is expanded above"),
     })
 }
 
@@ -310,8 +369,71 @@ mod tests {
     }
 
     #[test]
+    fn macos_list_expands_with_its_own_defaults_and_variables() {
+        let list = expand(Target::Macos, embedded(Target::Macos), &env(&[])).unwrap();
+        let p = paths(&list);
+        for want in [
+            "/private/tmp/tmux-1000",
+            "/private/tmp/uscreens/S-ada",
+            "/private/tmp/.X11-unix",
+            "/private/var/run/docker.sock",
+            "/home/ada/.docker/run",
+            "/home/ada/.colima",
+        ] {
+            assert!(p.contains(&want.to_string()), "{want} missing from {p:?}");
+        }
+        assert!(!p.iter().any(|x| x.contains('{') || x.starts_with("/run/")));
+        let list = expand(
+            Target::Macos,
+            embedded(Target::Macos),
+            &env(&[
+                (
+                    "DISPLAY",
+                    "/private/tmp/com.apple.launchd.Ab1/org.xquartz:0",
+                ),
+                ("TMUX_TMPDIR", "/Users/ada/tmux"),
+                (
+                    "SSH_AUTH_SOCK",
+                    "/private/tmp/com.apple.launchd.Cd2/Listeners",
+                ),
+            ]),
+        )
+        .unwrap();
+        let p = paths(&list);
+        for want in [
+            "/private/tmp/com.apple.launchd.Ab1/org.xquartz:0",
+            "/Users/ada/tmux/tmux-1000",
+            "/private/tmp/tmux-1000",
+            "/private/tmp/com.apple.launchd.Cd2/Listeners",
+        ] {
+            assert!(p.contains(&want.to_string()), "{want} missing from {p:?}");
+        }
+        // A TCP display (`host:0`) has no socket to refuse.
+        let list = expand(
+            Target::Macos,
+            embedded(Target::Macos),
+            &env(&[("DISPLAY", ":0")]),
+        );
+        assert!(!paths(&list.unwrap()).iter().any(|x| x.contains(":0")));
+        // Linux-only variables are unknown on macOS, and the reverse.
+        let one = |v: &str| format!("version = 1\n[[way_out]]\npath = \"{{{v}}}\"\nwhy = \"w\"\n");
+        let err = expand(Target::Macos, &one("xdg_runtime_dir"), &env(&[])).unwrap_err();
+        assert!(
+            err.message
+                .contains("unknown variable {xdg_runtime_dir} for macos"),
+            "{err}"
+        );
+        let err = expand(Target::Linux, &one("display_socket"), &env(&[])).unwrap_err();
+        assert!(
+            err.message
+                .contains("unknown variable {display_socket} for linux"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn embedded_list_expands_with_defaults() {
-        let list = expand(WAYS_OUT_TOML, &env(&[])).unwrap();
+        let list = expand(Target::Linux, embedded(Target::Linux), &env(&[])).unwrap();
         let p = paths(&list);
         assert_eq!(
             p[0], "/run/user/1000",
@@ -342,7 +464,8 @@ mod tests {
     #[test]
     fn environment_variables_are_used() {
         let list = expand(
-            WAYS_OUT_TOML,
+            Target::Linux,
+            embedded(Target::Linux),
             &env(&[
                 ("XDG_RUNTIME_DIR", "/run/user/77"),
                 ("TMUX_TMPDIR", "/var/tmux"),
@@ -364,7 +487,8 @@ mod tests {
     #[test]
     fn empty_variables_count_as_unset_and_tcp_docker_is_skipped() {
         let list = expand(
-            WAYS_OUT_TOML,
+            Target::Linux,
+            embedded(Target::Linux),
             &env(&[("TMUX_TMPDIR", ""), ("DOCKER_HOST", "tcp://10.0.0.1:2375")]),
         )
         .unwrap();
@@ -380,7 +504,7 @@ mod tests {
             PathBuf::from("/srv/aw/server.sock"),
             "the dispatcher's server".into(),
         )];
-        let list = expand("version = 1\n", &e).unwrap();
+        let list = expand(Target::Linux, "version = 1\n", &e).unwrap();
         assert_eq!(
             list,
             vec![(
@@ -389,7 +513,7 @@ mod tests {
             )]
         );
         e.extra = vec![(PathBuf::from("relative.sock"), "x".into())];
-        let err = expand("version = 1\n", &e).unwrap_err();
+        let err = expand(Target::Linux, "version = 1\n", &e).unwrap_err();
         assert_eq!(err.field, "extra[0]");
         assert!(err.message.contains("not an absolute path"), "{err}");
     }
@@ -397,7 +521,7 @@ mod tests {
     #[test]
     fn unknown_variables_are_errors_with_line() {
         let text = "version = 1\n\n[[way_out]]\npath = \"/tmp/x\"\nwhy = \"a\"\n\n[[way_out]]\npath = \"{runtime}/bus\"\nwhy = \"b\"\n";
-        let err = expand(text, &env(&[])).unwrap_err();
+        let err = expand(Target::Linux, text, &env(&[])).unwrap_err();
         assert_eq!(err.line, 8);
         assert_eq!(err.field, "way_out[1].path");
         assert!(err.message.contains("unknown variable {runtime}"), "{err}");
@@ -419,11 +543,12 @@ mod tests {
             ("/tmp/../etc", "contains '..'"),
             ("/", "whole filesystem"),
         ] {
-            let err = expand(&one(template), &env(&[])).unwrap_err();
+            let err = expand(Target::Linux, &one(template), &env(&[])).unwrap_err();
             assert_eq!(err.line, 3, "{template}");
             assert!(err.message.contains(wanted), "{template}: {err}");
         }
         let err = expand(
+            Target::Linux,
             &one("{xdg_runtime_dir}"),
             &env(&[("XDG_RUNTIME_DIR", "run/me")]),
         )
@@ -436,11 +561,17 @@ mod tests {
 
     #[test]
     fn file_errors_name_the_line() {
-        let err = expand("version = 1\n[[way_out]]\npath = \"/x\"\n", &env(&[])).unwrap_err();
+        let err = expand(
+            Target::Linux,
+            "version = 1\n[[way_out]]\npath = \"/x\"\n",
+            &env(&[]),
+        )
+        .unwrap_err();
         assert!(err.message.contains("why"), "{err}");
-        let err = expand("version = 2\n", &env(&[])).unwrap_err();
+        let err = expand(Target::Linux, "version = 2\n", &env(&[])).unwrap_err();
         assert_eq!((err.line, err.field.as_str()), (1, "version"));
         let err = expand(
+            Target::Linux,
             "version = 1\n[[way_out]]\npath = \"/x\"\nwhy = \"w\"\nmode = 1\n",
             &env(&[]),
         )
@@ -453,7 +584,10 @@ mod tests {
     fn profiles_dir_overrides_the_embedded_list() {
         let dir = tempfile::tempdir().unwrap();
         assert!(
-            load(Some(dir.path()), &env(&[])).unwrap().len() > 5,
+            load(Target::Linux, Some(dir.path()), &env(&[]))
+                .unwrap()
+                .len()
+                > 5,
             "no file: embedded"
         );
         std::fs::create_dir(dir.path().join("linux")).unwrap();
@@ -462,7 +596,7 @@ mod tests {
             "version = 1\n[[way_out]]\npath = \"{home}/.sock\"\nwhy = \"mine\"\n",
         )
         .unwrap();
-        let list = load(Some(dir.path()), &env(&[])).unwrap();
+        let list = load(Target::Linux, Some(dir.path()), &env(&[])).unwrap();
         assert_eq!(
             list,
             vec![(PathBuf::from("/home/ada/.sock"), "mine".into())]
