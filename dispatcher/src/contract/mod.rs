@@ -702,13 +702,18 @@ impl Runner<'_> {
             .map(|r| r.results.iter().map(|o| (o.name.as_str(), o)).collect())
             .unwrap_or_default();
         // Signals and traces are recorded by the outside process a moment later.
-        let waits_for_outside = outcomes
-            .values()
-            .any(|o| matches!(o.op.as_str(), "signal" | "ptrace") && o.claim == probe::Claim::Done);
-        if waits_for_outside {
+        // Each claimed one is waited for: the first to appear says nothing of the other.
+        let claimed = |op: &str| {
+            outcomes
+                .values()
+                .any(|o| o.op == op && o.claim == probe::Claim::Done)
+        };
+        let (signal_claimed, trace_claimed) = (claimed("signal"), claimed("ptrace"));
+        if signal_claimed || trace_claimed {
             let deadline = Instant::now() + Duration::from_secs(1);
             while Instant::now() < deadline
-                && !(fx.outside.signalled().is_some() || fx.outside.traced().is_some())
+                && ((signal_claimed && fx.outside.signalled().is_none())
+                    || (trace_claimed && fx.outside.traced().is_none()))
             {
                 std::thread::sleep(Duration::from_millis(5));
             }
