@@ -236,6 +236,10 @@ struct RawAdapter {
     /// CLI starts programs named in the person's open home whatever its permissions say).
     #[serde(default)]
     bridge_only_needs_sandbox: Option<String>,
+    /// Environment variables whose presence shows the CLI is logged in (an API key the CLI
+    /// reads), besides the `config_home.login` files.
+    #[serde(default)]
+    login_env: Option<Spanned<Vec<String>>>,
 }
 
 fn default_version_args() -> Vec<String> {
@@ -262,6 +266,9 @@ pub struct Adapter {
     pub bridge_only_how: String,
     /// Why bridge-only needs a working sandbox for this CLI, if it does.
     pub bridge_only_needs_sandbox: Option<String>,
+    /// Variables whose presence (non-empty) shows a login, besides the `config_home.login`
+    /// files (`dispatcher test cli-sandbox-contract` asks the model only when logged in).
+    pub login_env: Option<Spanned<Vec<String>>>,
     /// Where it was loaded from, for messages.
     pub source: String,
 }
@@ -336,6 +343,7 @@ impl Adapter {
             prompt_note_how: raw.prompt_note_how,
             bridge_only_how: raw.bridge_only_how,
             bridge_only_needs_sandbox: raw.bridge_only_needs_sandbox,
+            login_env: raw.login_env,
             source: file.to_string(),
         };
         adapter.validate(&cx)?;
@@ -475,6 +483,17 @@ impl Adapter {
                     ));
                 }
                 seen.push(key);
+            }
+        }
+        if let Some(vars) = &self.login_env {
+            for (i, v) in vars.get_ref().iter().enumerate() {
+                if !valid_env_name(v) {
+                    return Err(cx.error(
+                        vars.span(),
+                        &format!("login_env[{i}]"),
+                        format!("{v:?} is not an environment variable name"),
+                    ));
+                }
             }
         }
         for (i, l) in self.config_home.login.iter().enumerate() {
@@ -842,5 +861,11 @@ mod tests {
         );
         let e = Adapter::from_toml(&bad_login, "t.toml").unwrap_err();
         assert!(e.message.contains("{home}"), "{e}");
+        let e = Adapter::from_toml(
+            &minimal("").replace("[args]", "login_env = [\"OK_KEY\", \"NOT A NAME\"]\n[args]"),
+            "t.toml",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (10, "login_env[1]"), "{e}");
     }
 }

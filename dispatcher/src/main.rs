@@ -90,6 +90,13 @@ enum Command {
     /// Workflow steps.
     #[command(subcommand)]
     Step(StepCmd),
+    /// End-to-end self-tests. `test cli-sandbox-contract --provider NAME`: the sandbox
+    /// contract through a fresh `dispatcher serve` of its own (a real chat of that CLI launched
+    /// by the server, the probes under the policy the server wrote, the model-driven part when
+    /// the CLI is logged in). --state-root DIR, if given, is where its world's state root is
+    /// made (a new or empty folder), never an existing one.
+    #[command(subcommand)]
+    Test(dispatcher::contract::served::TestCmd),
 }
 
 #[derive(Subcommand)]
@@ -292,6 +299,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dispatcher::server::cli::chats(&open_state(cli.state_root.as_ref())?, cmd)
         }
         Command::Contract(args) => dispatcher::contract::main(args, cli.profiles_dir.as_deref()),
+        Command::Test(dispatcher::contract::served::TestCmd::CliSandboxContract(args)) => {
+            test_contract_cmd(cli.state_root, cli.profiles_dir, args)
+        }
         Command::Step(StepCmd::Run {
             workflow,
             step,
@@ -315,6 +325,52 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `dispatcher test cli-sandbox-contract`: errors (bad input, setup) exit 2 through `main`.
+fn test_contract_cmd(
+    state_root: Option<PathBuf>,
+    profiles_dir: Option<PathBuf>,
+    args: dispatcher::contract::served::ServedArgs,
+) -> Result<ExitCode> {
+    use dispatcher::contract::mutate::Mutation;
+    use dispatcher::contract::served;
+    let mutation = match &args.break_policy {
+        Some(m) => Some(Mutation::parse(m).with_context(|| {
+            format!(
+                "--break-policy {m:?}: expected one of {}",
+                Mutation::ALL.map(|m| m.as_str()).join(", ")
+            )
+        })?),
+        None => None,
+    };
+    if mutation.is_some() {
+        eprintln!("dispatcher: test: TEST ONLY hook active (--break-policy): this run cannot pass");
+    }
+    let opts = served::ServedOptions {
+        provider: args.provider.clone(),
+        port: args.port,
+        keep: args.keep,
+        // Only the explicit flag: $AGENTWORKS_STATE_ROOT may name the person's real one.
+        state_root,
+        profiles_dir,
+        tmp_dir: args.tmp_dir.clone(),
+        dispatcher: std::env::current_exe().context("cannot find the dispatcher's own binary")?,
+        home: platform::home()?,
+        mutation,
+    };
+    let report = served::run(&opts)
+        .with_context(|| format!("test cli-sandbox-contract --provider {}", args.provider))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn step_run(

@@ -107,6 +107,32 @@ pub struct Layout {
 impl Layout {
     /// Makes the world in a fresh folder under `tmp` (default `$TMPDIR`, else `/tmp`).
     pub fn create(tmp: Option<&Path>, keep: bool) -> Result<Layout, ContractError> {
+        Layout::create_with_state(tmp, keep, None)
+    }
+
+    /// As [`Layout::create`], with the state root made at `state_at` when given (a new or
+    /// empty folder, never an existing state root: the runner plants markers in it and
+    /// rewrites what it needs). That folder is left in place afterwards, for inspection.
+    pub fn create_with_state(
+        tmp: Option<&Path>,
+        keep: bool,
+        state_at: Option<&Path>,
+    ) -> Result<Layout, ContractError> {
+        if let Some(dir) = state_at {
+            match fs::read_dir(dir).map(|mut entries| entries.next().is_some()) {
+                Ok(true) => {
+                    return Err(ContractError::Load(format!(
+                        "--state-root {}: not empty; give a new or empty folder (the test plants markers in it, so it never uses an existing state root)",
+                        dir.display()
+                    )));
+                }
+                Ok(false) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(ContractError::Io(format!("{}: {e}", dir.display())));
+                }
+            }
+        }
         let base = match tmp {
             Some(t) => t.to_path_buf(),
             None => std::env::var_os("TMPDIR")
@@ -144,7 +170,13 @@ impl Layout {
         ] {
             mkdir(d)?;
         }
-        let (state, _) = StateRoot::init(&root.join("state"), None)?;
+        let state_path = match state_at {
+            Some(dir) => {
+                std::path::absolute(dir).map_err(io_err(format!("resolving {}", dir.display())))?
+            }
+            None => root.join("state"),
+        };
+        let (state, _) = StateRoot::init(&state_path, None)?;
         let chat = id(ChatId::new("chat-1"));
         let other_chat = id(ChatId::new("chat-2"));
         let step_chat = id(ChatId::new("step-agent"));

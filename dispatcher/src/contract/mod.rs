@@ -19,6 +19,7 @@ pub mod live;
 pub mod mutate;
 pub mod own_sandbox;
 pub mod report;
+pub mod served;
 pub mod vars;
 
 use std::collections::BTreeMap;
@@ -30,7 +31,7 @@ use sandboxer::probe::{self, HarnessReport, Probe, ProbeOp};
 use sandboxer::{Target, Verdict};
 
 use crate::adapter::{self, Adapter};
-use crate::launch::{self, FileSource, Launch, LaunchRequest};
+use crate::launch::{self, Launch, LaunchRequest};
 use crate::modes::Mode;
 use crate::platform;
 
@@ -293,13 +294,7 @@ fn run_with(opts: &Options, sets: &Sets) -> Result<Report, ContractError> {
     } else {
         None
     };
-    let mut harness_files = BTreeMap::new();
-    for (name, text) in &sets.files {
-        let base = Path::new(name).file_name().expect("a file name").to_owned();
-        let p = layout.harness_dir.join(base);
-        std::fs::write(&p, text).map_err(|e| ContractError::Io(format!("{}: {e}", p.display())))?;
-        harness_files.insert(name.clone(), p);
-    }
+    let harness_files = write_harness_files(&layout, sets)?;
     let mut r = Runner {
         opts,
         fixtures,
@@ -410,6 +405,21 @@ fn run_with(opts: &Options, sets: &Sets) -> Result<Report, ContractError> {
     })
 }
 
+/// The query files, where the harness reads them (its folder, outside the state root).
+fn write_harness_files(
+    layout: &Layout,
+    sets: &Sets,
+) -> Result<BTreeMap<String, PathBuf>, ContractError> {
+    let mut harness_files = BTreeMap::new();
+    for (name, text) in &sets.files {
+        let base = Path::new(name).file_name().expect("a file name").to_owned();
+        let p = layout.harness_dir.join(base);
+        std::fs::write(&p, text).map_err(|e| ContractError::Io(format!("{}: {e}", p.display())))?;
+        harness_files.insert(name.clone(), p);
+    }
+    Ok(harness_files)
+}
+
 fn machine(installed: Vec<(String, String)>) -> Machine {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
@@ -441,6 +451,12 @@ struct Runner<'o> {
     controls: BTreeMap<&'static str, BTreeMap<String, bool>>,
     errors: Vec<String>,
     harness_files: BTreeMap<String, PathBuf>,
+}
+
+/// What one harness run gave: its JSON report (or why there is none) and its stderr.
+struct HarnessOutput {
+    report: Result<String, String>,
+    stderr: String,
 }
 
 /// One probe of one live run, judged.
@@ -581,19 +597,13 @@ impl Runner<'_> {
     }
 
     fn mutate_launch(&self, launch: &mut Launch) -> Result<(), String> {
-        let path = launch.policy_path.clone();
-        let file = launch
-            .files
-            .iter_mut()
-            .find(|f| f.path == path)
-            .ok_or("the launch has no policy file")?;
-        match &mut file.source {
-            FileSource::Content(c) => self.mutate_text(c),
-            FileSource::CopyOf(_) => Err("the launch's policy is not content".into()),
+        match self.opts.mutation {
+            Some(m) => m.apply_to_launch(launch),
+            None => Ok(()),
         }
     }
 
-    /// Plants, runs `argv`, gathers the evidence, judges every probe.
+    /// Plants, runs `argv` under the runner's pty, gathers the evidence, judges every probe.
     #[allow(clippy::too_many_arguments)]
     fn live_run(
         &mut self,
@@ -605,6 +615,39 @@ impl Runner<'_> {
         env: &BTreeMap<String, String>,
         env_removed: &[String],
         cwd: &Path,
+    ) -> Result<Vec<Judged>, String> {
+        self.live_run_with(variant, probes, run_id, vars_path, &mut |fx| {
+            let stdin = fx.pty.stdin().map_err(|e| e.to_string())?;
+            let ran = live::run(live::Spawn {
+                argv: argv.clone(),
+                env,
+                env_removed,
+                cwd,
+                stdin,
+                controlling_tty: true,
+                timeout: live::RUN_TIMEOUT,
+            })
+            .map_err(|e| e.to_string())?;
+            Ok(HarnessOutput {
+                report: if ran.success() {
+                    Ok(ran.stdout)
+                } else {
+                    Err(format!("it ended with {}", ran.status()))
+                },
+                stderr: ran.stderr,
+            })
+        })
+    }
+
+    /// Plants, lets `run` start the harness however it is started (inside a launch here, or
+    /// by a CLI's model through the server), gathers the evidence, judges every probe.
+    fn live_run_with(
+        &mut self,
+        variant: Variant,
+        probes: &[&Probe],
+        run_id: &str,
+        vars_path: &Path,
+        run: &mut dyn FnMut(&mut Fixtures) -> Result<HarnessOutput, String>,
     ) -> Result<Vec<Judged>, String> {
         let host = self.host.expect("live");
         let fx = self.fixtures.as_mut().expect("live runs have fixtures");
@@ -635,23 +678,11 @@ impl Runner<'_> {
         fx.outside.clear().map_err(|e| e.to_string())?;
         fx.listeners.drain();
         fx.pty.drain();
-        let stdin = fx.pty.stdin().map_err(|e| e.to_string())?;
-        let ran = live::run(live::Spawn {
-            argv,
-            env,
-            env_removed,
-            cwd,
-            stdin,
-            controlling_tty: true,
-            timeout: live::RUN_TIMEOUT,
-        })
-        .map_err(|e| e.to_string())?;
-        let report: Result<HarnessReport, String> = if ran.success() {
-            serde_json::from_str(ran.stdout.trim())
+        let ran = run(fx)?;
+        let report: Result<HarnessReport, String> = ran.report.and_then(|text| {
+            serde_json::from_str(text.trim())
                 .map_err(|e| format!("its output is not a report: {e}"))
-        } else {
-            Err(format!("it ended with {}", ran.status()))
-        };
+        });
         let failure = report.as_ref().err().map(|e| {
             format!(
                 "the harness run failed: {e}; stderr: {}",
@@ -671,13 +702,18 @@ impl Runner<'_> {
             .map(|r| r.results.iter().map(|o| (o.name.as_str(), o)).collect())
             .unwrap_or_default();
         // Signals and traces are recorded by the outside process a moment later.
-        let waits_for_outside = outcomes
-            .values()
-            .any(|o| matches!(o.op.as_str(), "signal" | "ptrace") && o.claim == probe::Claim::Done);
-        if waits_for_outside {
+        // Each claimed one is waited for: the first to appear says nothing of the other.
+        let claimed = |op: &str| {
+            outcomes
+                .values()
+                .any(|o| o.op == op && o.claim == probe::Claim::Done)
+        };
+        let (signal_claimed, trace_claimed) = (claimed("signal"), claimed("ptrace"));
+        if signal_claimed || trace_claimed {
             let deadline = Instant::now() + Duration::from_secs(1);
             while Instant::now() < deadline
-                && !(fx.outside.signalled().is_some() || fx.outside.traced().is_some())
+                && ((signal_claimed && fx.outside.signalled().is_none())
+                    || (trace_claimed && fx.outside.traced().is_none()))
             {
                 std::thread::sleep(Duration::from_millis(5));
             }

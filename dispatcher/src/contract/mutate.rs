@@ -45,6 +45,27 @@ impl Mutation {
         Mutation::ALL.into_iter().find(|m| m.as_str() == s)
     }
 
+    /// Rewrites the policy file of a computed launch (before it is written): what
+    /// `dispatcher contract --break-policy` does to its own launches, and what the server does
+    /// with `AGENTWORKS_TEST_BREAK_POLICY` (`dispatcher test cli-sandbox-contract`).
+    pub fn apply_to_launch(self, launch: &mut crate::launch::Launch) -> Result<(), String> {
+        let path = launch.policy_path.clone();
+        let file = launch
+            .files
+            .iter_mut()
+            .find(|f| f.path == path)
+            .ok_or("the launch has no policy file")?;
+        match &mut file.source {
+            crate::launch::FileSource::Content(c) => {
+                *c = self.apply(c)?;
+                Ok(())
+            }
+            crate::launch::FileSource::CopyOf(_) => {
+                Err("the launch's policy is not content".into())
+            }
+        }
+    }
+
     /// Rewrites a launch's policy text. `widen-grant`: the first grant (the runtime's) becomes
     /// the first protected root (the state root). `widen-workflow-grant`: the grant whose
     /// `why` names the chat's (or step's) workflow becomes its parent folder.

@@ -60,7 +60,36 @@ impl Column {
         self.results.iter().filter(|r| !r.pass)
     }
 
-    fn header(&self) -> String {
+    /// The column's probe table (or why it has none), indented under its heading.
+    pub fn table(&self, s: &mut String) {
+        if let Some(e) = &self.error {
+            let _ = writeln!(s, "   FAILED: {e}");
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "   {:<34} {:<8} {:<8} {:<5} EVIDENCE",
+            "PROBE", "EXPECTED", "GOT", "PASS"
+        );
+        for r in &self.results {
+            let _ = writeln!(
+                s,
+                "   {:<34} {:<8} {:<8} {:<5} {}{}",
+                r.probe,
+                r.expected.to_string(),
+                cell(r.got),
+                if r.pass { "ok" } else { "FAIL" },
+                r.evidence,
+                if r.vacuous {
+                    " [vacuous: not possible even unconfined here]"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+
+    pub fn header(&self) -> String {
         format!(
             "{} · {} · {} · {} · {}",
             self.cli,
@@ -147,31 +176,7 @@ impl Report {
                 c.confinement,
                 c.elapsed_ms
             );
-            if let Some(e) = &c.error {
-                let _ = writeln!(s, "   FAILED: {e}");
-                continue;
-            }
-            let _ = writeln!(
-                s,
-                "   {:<34} {:<8} {:<8} {:<5} EVIDENCE",
-                "PROBE", "EXPECTED", "GOT", "PASS"
-            );
-            for r in &c.results {
-                let _ = writeln!(
-                    s,
-                    "   {:<34} {:<8} {:<8} {:<5} {}{}",
-                    r.probe,
-                    r.expected.to_string(),
-                    cell(r.got),
-                    if r.pass { "ok" } else { "FAIL" },
-                    r.evidence,
-                    if r.vacuous {
-                        " [vacuous: not possible even unconfined here]"
-                    } else {
-                        ""
-                    }
-                );
-            }
+            c.table(&mut s);
         }
         if !self.checks.is_empty() {
             let _ = writeln!(s, "== checks of the CLIs themselves");

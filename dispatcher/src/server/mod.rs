@@ -24,7 +24,7 @@ mod http;
 pub mod journal;
 pub(crate) mod proc;
 mod supervisor;
-mod tmux;
+pub(crate) mod tmux;
 
 use std::fs::{File, OpenOptions};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -43,7 +43,7 @@ use crate::state::{StateRoot, write_atomic};
 
 pub use api::MAX_EVENTS_PER_PAGE;
 pub use http::{MAX_BODY_BYTES, MAX_HEADER_BYTES, REQUEST_TIMEOUT};
-pub use supervisor::{CRASH_AT_ENV, DEFAULT_GRACE, LaunchBody, MAX_GRACE};
+pub use supervisor::{BREAK_POLICY_ENV, CRASH_AT_ENV, DEFAULT_GRACE, LaunchBody, MAX_GRACE};
 
 /// `<state-root>/server.json`'s name.
 pub const SERVER_FILE: &str = "server.json";

@@ -156,6 +156,8 @@ pub struct Supervisor {
     started_ms: u64,
     /// [`CRASH_AT_ENV`]: the step at which this server kills itself (crash tests).
     crash_at: Option<String>,
+    /// [`BREAK_POLICY_ENV`]: TEST ONLY, every launch's policy broken this way.
+    break_policy: Option<crate::contract::mutate::Mutation>,
 }
 
 /// Crash tests: `AGENTWORKS_SERVER_CRASH_AT=intent|spawned|started|ended` makes the server
@@ -164,6 +166,36 @@ pub struct Supervisor {
 /// the record says running; `ended`: after a chat's end event, before its record is updated).
 /// It can only make the server die, which any process of the person's can do to it anyway.
 pub const CRASH_AT_ENV: &str = "AGENTWORKS_SERVER_CRASH_AT";
+
+/// TEST ONLY: `AGENTWORKS_TEST_BREAK_POLICY=widen-grant|widen-workflow-grant|empty-refuse|…`
+/// makes the server break every launch's policy (as `dispatcher contract --break-policy` does)
+/// before anything is journaled or written, so `dispatcher test cli-sandbox-contract` can show
+/// that it tests the grants the *server* wrote. The server says so at start and in every
+/// launch's mode reason (view, `started` event). Setting it needs the server's own
+/// environment, i.e. the person who starts the server; no confined chat can.
+pub const BREAK_POLICY_ENV: &str = "AGENTWORKS_TEST_BREAK_POLICY";
+
+/// Reads [`BREAK_POLICY_ENV`]; an unknown value is ignored with a warning (a test hook must
+/// not stop a server), a known one is announced.
+fn break_policy_from_env() -> Option<crate::contract::mutate::Mutation> {
+    let v = std::env::var(BREAK_POLICY_ENV)
+        .ok()
+        .filter(|s| !s.is_empty())?;
+    match crate::contract::mutate::Mutation::parse(&v) {
+        Some(m) => {
+            warn(format!(
+                "TEST ONLY: {BREAK_POLICY_ENV}={v}: every launch's policy is deliberately broken"
+            ));
+            Some(m)
+        }
+        None => {
+            warn(format!(
+                "{BREAK_POLICY_ENV}={v:?} is not a known break; ignored"
+            ));
+            None
+        }
+    }
+}
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -193,6 +225,7 @@ impl Supervisor {
             stopping: AtomicBool::new(false),
             started_ms: now_ms(),
             crash_at: std::env::var(CRASH_AT_ENV).ok().filter(|s| !s.is_empty()),
+            break_policy: break_policy_from_env(),
         }
     }
 
@@ -380,10 +413,19 @@ impl Supervisor {
             cli_args: body.cli_args.clone(),
         };
         let tools = platform::tools(adapter, target).map_err(|e| (internal(e), None))?;
-        let launch = launch::plan(&self.state, adapter, &req, &tools, |policy| {
+        let mut launch = launch::plan(&self.state, adapter, &req, &tools, |policy| {
             platform::confinement(target, policy, &self.home)
         })
         .map_err(|e| (e.into(), None))?;
+        if let Some(m) = self.break_policy {
+            m.apply_to_launch(&mut launch)
+                .map_err(|e| (internal(format!("{BREAK_POLICY_ENV}: {e}")), None))?;
+            launch.mode.reason = format!(
+                "{} [TEST ONLY: policy broken by {BREAK_POLICY_ENV}={}]",
+                launch.mode.reason,
+                m.as_str()
+            );
+        }
         // The binaries must be there before anything is journaled.
         platform::command(&launch)
             .map_err(|e| (ApiError::new(422, "not_installed", format!("{e:#}")), None))?;

@@ -94,8 +94,11 @@ pub fn list(socket: &Path) -> Result<HashMap<String, Pane>> {
     if !socket.exists() {
         return Ok(HashMap::new());
     }
+    // `-u`: without a UTF-8 locale (a server started with an empty environment) tmux prints
+    // the tabs below as `_`, and no pane would parse.
     let out = tmux(socket)
         .args([
+            "-u",
             "list-panes",
             "-a",
             "-F",

@@ -404,6 +404,8 @@ fn shell_quote(s: &str) -> String {
 /// How long a ptrace probe holds its tracee at most, waiting for it to run while traced.
 #[cfg(target_os = "linux")]
 const PTRACE_HOLD_MAX: Duration = Duration::from_secs(2);
+#[cfg(target_os = "linux")]
+const PTRACE_HOLD_MIN: Duration = Duration::from_millis(10);
 
 /// A process's voluntary context switches (it sleeps once per loop of the outside process).
 #[cfg(target_os = "linux")]
@@ -422,7 +424,7 @@ fn ptrace_hold(pid: libc::pid_t, o: &mut ProbeOutcome) -> io::Result<()> {
     let started = Instant::now();
     let before = voluntary_switches(pid);
     // In a child, so the harness itself never stays a tracer: seize the target (it keeps
-    // running) and hold it until it has gone through two of its sleeps while traced — so an
+    // running) and hold it until it has gone through three of its sleeps while traced — so an
     // outside process polling its own TracerPid has seen it, however loaded the machine —
     // or at most 2 s; the child's exit detaches it. The harness is single-threaded, so the
     // child may allocate.
@@ -454,8 +456,13 @@ fn ptrace_hold(pid: libc::pid_t, o: &mut ProbeOutcome) -> io::Result<()> {
                 // SAFETY: restarting our tracee with the signal it stopped for.
                 unsafe { libc::ptrace(libc::PTRACE_CONT, pid, none, sig) };
             }
+            // Three switches and 10 ms (the target sleeps 3 ms a loop): a switch can also come
+            // from blocking inside a loop (a write, a contended /proc read under load), and
+            // two such could end the hold before the target looked at its TracerPid.
             match (before, voluntary_switches(pid)) {
-                (Some(b), Some(now)) if now >= b + 2 => break,
+                (Some(b), Some(now)) if now >= b + 3 && start.elapsed() >= PTRACE_HOLD_MIN => {
+                    break;
+                }
                 (None, _) | (_, None) => break,
                 _ => {}
             }

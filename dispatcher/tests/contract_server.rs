@@ -1,0 +1,514 @@
+//! `dispatcher test cli-sandbox-contract`: the sandbox contract through a server the command
+//! starts itself. The real CLIs (scripts/install-clis.sh, `.tools/clis/bin`) pass with the
+//! model part skipped (nobody is logged in here); a policy broken *by the server* fails on
+//! exactly the probes that guard it; the logged-in path runs end to end with a fake CLI whose
+//! "model" runs the harness script it is asked to (refusing once, to show the retry); bad
+//! input exits 2 and leaves nothing behind. Every run gets its own home and `--tmp-dir`; the
+//! server is the command's child, and each test checks that it is gone afterwards.
+#![cfg(target_os = "linux")]
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const DISPATCHER: &str = env!("CARGO_BIN_EXE_dispatcher");
+const TEST_USER: &str = "sbx-test";
+
+/// Under CI a missing prerequisite fails; elsewhere the test is skipped with a notice.
+fn unavailable(why: &str) {
+    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+        panic!("{why}");
+    }
+    eprintln!("SKIPPED: {why}");
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The real CLIs, as `launch_live.rs` finds them.
+fn clis_bin() -> Option<PathBuf> {
+    let clis = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/clis/bin");
+    if !clis.join("codex").is_file() || !clis.join("claude").is_file() {
+        unavailable("the real CLIs are not installed: run scripts/install-clis.sh");
+        return None;
+    }
+    Some(std::fs::canonicalize(clis).unwrap())
+}
+
+/// A private home and temporary folder for one run.
+struct Run {
+    dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Run {
+        let dir = tempfile::Builder::new()
+            .prefix("aw-cs-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::create_dir(dir.path().join("home")).unwrap();
+        std::fs::create_dir(dir.path().join("tmp")).unwrap();
+        Run { dir }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.dir.path().join("tmp")
+    }
+
+    /// The command with a clean environment: PATH (the real CLIs first when given), the
+    /// private home; never the person's state root or keys.
+    fn command(&self, clis: Option<&Path>) -> Command {
+        let path = match clis {
+            Some(c) => format!("{}:/usr/local/bin:/usr/bin:/bin", c.display()),
+            None => "/usr/local/bin:/usr/bin:/bin".into(),
+        };
+        let mut c = Command::new(DISPATCHER);
+        c.env_clear()
+            .env("PATH", path)
+            .env("HOME", self.home())
+            .env("USER", "root")
+            .current_dir(self.dir.path());
+        c
+    }
+
+    fn test(&self, clis: Option<&Path>, args: &[&str]) -> Output {
+        let mut c = self.command(clis);
+        c.args(["test", "cli-sandbox-contract", "--tmp-dir"])
+            .arg(self.tmp())
+            .args(args);
+        c.output().unwrap()
+    }
+
+    /// Nothing of the run is left in its temporary folder.
+    fn assert_clean(&self) {
+        let left: Vec<_> = std::fs::read_dir(self.tmp())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(o)))
+}
+
+fn alive(pid: i64) -> bool {
+    // A zombie has ended; /proc/PID/stat's state says so.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next())
+            .is_some_and(|st| st != "Z"),
+        Err(_) => false,
+    }
+}
+
+/// The checks of part 1 by name, with their pass.
+fn checks(v: &Value) -> Vec<(String, bool)> {
+    v["server"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["check"].as_str().unwrap().to_string(),
+                c["pass"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn failing_probes(col: &Value) -> BTreeSet<String> {
+    col["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["pass"] == false)
+        .map(|r| r["probe"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const SERVER_CHECKS: [&str; 7] = [
+    "launched",
+    "listed",
+    "policy-identical",
+    "bridge-served",
+    "cli-confined",
+    "stopped",
+    "events",
+];
+
+#[test]
+fn real_clis_pass_through_the_server() {
+    let Some(clis) = clis_bin() else {
+        return;
+    };
+    if !is_root() {
+        unavailable("the contract tests run as root (CI does)");
+        return;
+    }
+    for cli in ["claude", "codex"] {
+        let run = Run::new();
+        let out = run.test(Some(&clis), &["--provider", cli, "--json"]);
+        let v = json(&out);
+        assert_eq!(out.status.code(), Some(0), "{cli}: {}", text(&out));
+        assert_eq!(v["passed"], true, "{cli}");
+        assert_eq!(v["provider"], cli);
+        // Part 1 ran, every check of it.
+        let names: Vec<String> = checks(&v).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, SERVER_CHECKS, "{cli}");
+        assert!(
+            checks(&v).iter().all(|(_, p)| *p),
+            "{cli}: {:?}",
+            checks(&v)
+        );
+        // Part 2 ran the contract's probes, under the server's own wrapper and policy file.
+        let harness = &v["harness"];
+        let probes = harness["results"].as_array().unwrap();
+        assert!(probes.len() > 40, "{cli}: only {} probes", probes.len());
+        assert!(failing_probes(harness).is_empty(), "{cli}");
+        let how = harness["confinement"].as_str().unwrap();
+        assert!(
+            how.contains("the server's wrapper")
+                && how.contains("sandboxer exec --policy")
+                && how.contains("/state/cli-runtimes/v1/chat-1/.agentworks/policy.toml"),
+            "{cli}: {how}"
+        );
+        for must in ["other-workflow-read", "attached-write", "config-json-read"] {
+            assert!(
+                probes.iter().any(|p| p["probe"] == must),
+                "{cli}: {must} not run"
+            );
+        }
+        // Part 3: nobody is logged in here.
+        assert_eq!(v["model"]["status"], "skipped: not logged in", "{cli}");
+        assert!(v["model"]["column"].is_null());
+        // The server it started is gone, and so is its world.
+        let pid = v["server"]["pid"].as_i64().unwrap();
+        assert!(!alive(pid), "{cli}: the server (pid {pid}) still runs");
+        run.assert_clean();
+    }
+    // The table says the same, and says the model part was skipped.
+    let run = Run::new();
+    let out = run.test(Some(&clis), &["--provider", "codex"]);
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(t.contains("== part 1 · server"), "{t}");
+    assert!(
+        t.contains("== part 2 · harness under the server's policy"),
+        "{t}"
+    );
+    assert!(
+        t.contains("== part 3 · model-driven · skipped: not logged in"),
+        "{t}"
+    );
+    assert!(t.contains(": PASS"), "{t}");
+    run.assert_clean();
+}
+
+/// The hook makes the *server* widen the workflow grant: only the server's policy is broken
+/// (this command plans nothing it runs under), and exactly the probes guarding other
+/// workflows fail — so the grants under test are the server's.
+#[test]
+fn a_policy_broken_by_the_server_fails_on_the_probes_that_guard_it() {
+    let Some(clis) = clis_bin() else {
+        return;
+    };
+    if !is_root() {
+        unavailable("the contract tests run as root (CI does)");
+        return;
+    }
+    let run = Run::new();
+    let out = run.test(
+        Some(&clis),
+        &[
+            "--provider",
+            "codex",
+            "--json",
+            "--break-policy",
+            "widen-workflow-grant",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let v = json(&out);
+    assert_eq!(v["passed"], false);
+    assert!(!v["test_hooks"].as_array().unwrap().is_empty());
+    let expected: BTreeSet<String> = [
+        "other-workflow-read",
+        "other-workflow-write",
+        "other-workflow-list",
+        "other-workflow-create",
+        "other-workflow-exec",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(failing_probes(&v["harness"]), expected);
+    // The server said it broke the policy, and its journal and file still agree.
+    let launched = &v["server"]["checks"][0];
+    assert!(
+        launched["detail"].as_str().unwrap().contains(
+            "TEST ONLY: policy broken by AGENTWORKS_TEST_BREAK_POLICY=widen-workflow-grant"
+        ),
+        "{launched}"
+    );
+    assert!(checks(&v).iter().all(|(_, p)| *p), "{:?}", checks(&v));
+    // Without --json the failing probe is named in the table.
+    let run2 = Run::new();
+    let out = run2.test(
+        Some(&clis),
+        &["--provider", "codex", "--break-policy", "empty-refuse"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = String::from_utf8_lossy(&out.stdout);
+    let line = t
+        .lines()
+        .find(|l| l.trim_start().starts_with("plan-json-read "))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(line.contains("FAIL"), "{line}");
+    assert!(t.contains(": FAIL"), "{t}");
+    run.assert_clean();
+    run2.assert_clean();
+}
+
+#[test]
+fn bad_input_exits_2_and_leaves_nothing() {
+    let run = Run::new();
+    let out = run.test(None, &["--provider", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown CLI \"nosuch\"") && err.contains("known: agy, claude"),
+        "{err}"
+    );
+    run.assert_clean();
+
+    // A known CLI that is not installed: the binary and the installer are named.
+    let out = run.test(None, &["--provider", "cursor"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`cursor-agent` is not on PATH") && err.contains("scripts/install-clis.sh"),
+        "{err}"
+    );
+    run.assert_clean();
+
+    // An unknown break, and a state root that is not a new or empty folder.
+    let out = run.test(None, &["--provider", "codex", "--break-policy", "nope"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let busy = run.dir.path().join("busy");
+    std::fs::create_dir(&busy).unwrap();
+    std::fs::write(busy.join("x"), "").unwrap();
+    let mut c = run.command(clis_bin().as_deref());
+    c.arg("--state-root")
+        .arg(&busy)
+        .args([
+            "test",
+            "cli-sandbox-contract",
+            "--provider",
+            "codex",
+            "--tmp-dir",
+        ])
+        .arg(run.tmp());
+    let out = c.output().unwrap();
+    if clis_bin().is_some() {
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not empty"),
+            "{}",
+            text(&out)
+        );
+    }
+    assert_eq!(std::fs::read_dir(&busy).unwrap().count(), 1);
+    run.assert_clean();
+}
+
+/// A CLI whose "model" does what it is asked: in headless runs the prompt is its last
+/// argument; it refuses the first time (the retry), then runs the script the prompt names
+/// with its shell, as a CLI's shell tool would. Without a prompt (the tmux shape) it waits
+/// like an interactive CLI.
+const FAKE_CLI: &str = r#"#!/bin/sh
+for last; do :; done
+case "$last" in
+  *"sh '"*) ;;
+  *) exec sleep 600;;
+esac
+n=$(cat asked 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > asked
+if [ "$n" -lt 2 ]; then echo "I would rather not."; exit 0; fi
+script=$(printf '%s\n' "$last" | sed -n "s/.*: sh '\([^']*\)'.*/\1/p" | head -n 1)
+sh "$script"
+echo DONE
+"#;
+
+fn fake_profiles(dir: &Path) -> PathBuf {
+    let fake = dir.join("fake-cli");
+    std::fs::write(&fake, FAKE_CLI).unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let profiles = dir.join("profiles");
+    std::fs::create_dir_all(profiles.join("clis")).unwrap();
+    std::fs::write(
+        profiles.join("clis/fake.toml"),
+        format!(
+            r#"version = 1
+name = "fake"
+display_name = "Fake CLI"
+binary = "{}"
+install = "test fixture"
+checked_version = "0"
+modes = ["full"]
+prompt_note_how = "not passed"
+bridge_only_how = "none"
+login_env = ["FAKE_MODEL_KEY"]
+[config_home]
+env = "FAKE_HOME"
+[args]
+headless = ["--headless"]
+full = ["--all-tools"]
+"#,
+            fake.display()
+        ),
+    )
+    .unwrap();
+    profiles
+}
+
+#[test]
+fn the_model_part_runs_the_harness_through_the_server_when_logged_in() {
+    if !is_root() {
+        unavailable("the contract tests run as root (CI does)");
+        return;
+    }
+    let run = Run::new();
+    let profiles = fake_profiles(run.dir.path());
+    let mut c = run.command(None);
+    c.env("FAKE_MODEL_KEY", "not-a-real-key")
+        .arg("--profiles-dir")
+        .arg(&profiles)
+        .args([
+            "test",
+            "cli-sandbox-contract",
+            "--provider",
+            "fake",
+            "--json",
+            "--tmp-dir",
+        ])
+        .arg(run.tmp());
+    let out = c.output().unwrap();
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let m = &v["model"];
+    assert_eq!(m["status"], "ran", "{m}");
+    assert_eq!(m["detail"], "logged in: $FAKE_MODEL_KEY is set");
+    // The first attempt was refused; the second ran the harness.
+    let attempts = m["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "{m}");
+    assert!(
+        attempts[0]
+            .as_str()
+            .unwrap()
+            .contains("the CLI did not run the harness"),
+        "{m}"
+    );
+    let col = &m["column"];
+    assert!(
+        col["confinement"].as_str().unwrap().contains("attempt 2"),
+        "{col}"
+    );
+    assert!(col["results"].as_array().unwrap().len() > 40);
+    assert!(failing_probes(col).is_empty(), "{col}");
+    // The key was handed to the server, never printed.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("not-a-real-key"));
+    run.assert_clean();
+}
+
+/// The same path as the unprivileged `sbx-test` (with the fake CLI: the real ones live in
+/// the checkout, which that user may not reach).
+#[test]
+fn an_unprivileged_user_runs_it_too() {
+    if !is_root() {
+        unavailable("the contract tests run as root (CI does) and switch to sbx-test");
+        return;
+    }
+    let ids = || -> Option<(u32, u32)> {
+        let id = |f: &str| -> Option<u32> {
+            let o = Command::new("id").args([f, TEST_USER]).output().ok()?;
+            String::from_utf8(o.stdout).ok()?.trim().parse().ok()
+        };
+        Some((id("-u")?, id("-g")?))
+    };
+    let Some((uid, gid)) = ids() else {
+        unavailable("user sbx-test is missing: run scripts/setup-test-env.sh");
+        return;
+    };
+    let run = Run::new();
+    std::fs::set_permissions(run.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = run.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for name in ["dispatcher", "sandboxer"] {
+        let src = Path::new(DISPATCHER).with_file_name(name);
+        std::fs::copy(&src, bin.join(name)).unwrap();
+    }
+    let profiles = fake_profiles(run.dir.path());
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{uid}:{gid}"))
+        .arg(run.dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid",
+            TEST_USER,
+            "--regid",
+            TEST_USER,
+            "--init-groups",
+            "--",
+        ])
+        .arg(bin.join("dispatcher"))
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", run.home())
+        .env("USER", TEST_USER)
+        .env("FAKE_MODEL_KEY", "x")
+        .current_dir(run.dir.path())
+        .arg("--profiles-dir")
+        .arg(&profiles)
+        .args([
+            "test",
+            "cli-sandbox-contract",
+            "--provider",
+            "fake",
+            "--json",
+            "--tmp-dir",
+        ])
+        .arg(run.tmp())
+        .output()
+        .unwrap();
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(v["machine"]["uid"], uid);
+    assert!(checks(&v).iter().all(|(_, p)| *p), "{:?}", checks(&v));
+    assert!(v["harness"]["results"].as_array().unwrap().len() > 40);
+    assert_eq!(v["model"]["status"], "ran");
+    assert!(!alive(v["server"]["pid"].as_i64().unwrap()));
+    run.assert_clean();
+}
