@@ -206,6 +206,10 @@ struct ProfileArgs {
     /// The Mac user's name: the home is /Users/NAME.
     #[arg(long)]
     user: Option<String>,
+    /// The Mac user's uid, for the ways-out list (their `/private/tmp/tmux-UID`). Default:
+    /// this process's (right on the Mac itself; pass it when writing a profile elsewhere).
+    #[arg(long, value_name = "N")]
+    uid: Option<u32>,
     /// Write here instead of the chat's runtime (sandbox.sb).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -474,7 +478,9 @@ fn launch_cmd(
         platform::confinement(target, policy, &req.home)
     })?;
     let profile = match target {
-        Target::Macos if launch.confined => Some(platform::seatbelt_profile(&launch, &req.home)?),
+        Target::Macos if launch.confined => {
+            Some(platform::seatbelt_profile(&launch, &req.home, None)?)
+        }
         _ => None,
     };
 
@@ -608,7 +614,7 @@ fn profile_cmd(
         &tools,
         |_| Ok("sandbox-exec".into()),
     )?;
-    let text = platform::seatbelt_profile(&launch, &req.home)?;
+    let text = platform::seatbelt_profile(&launch, &req.home, args.uid)?;
     let out = args.out.clone().unwrap_or_else(|| {
         launch
             .profile_path

@@ -118,28 +118,53 @@ fn macos_confinement() -> Confinement {
 }
 
 /// How a policy is resolved on this machine for the person at `home`: the host target, real
-/// symlink resolution, and on Linux the ways-out list — exactly as `sandboxer exec` resolves
+/// symlink resolution, and the host's ways-out list — exactly as `sandboxer exec` resolves
 /// it, so the mode decision and the bridge see the policy the sandbox enforces.
 pub fn host_resolve_options(home: &Path) -> Result<sandboxer::policy::ResolveOptions> {
     let target = Target::host().context("this OS has no sandbox backend")?;
     let mut opts = sandboxer::policy::ResolveOptions::new(target, home.to_path_buf(), true)?;
-    if target == Target::Linux {
-        let env = sandboxer::linux::ways_out::Env::from_process(home);
-        opts.ways_out = sandboxer::linux::ways_out::load(None, &env)?;
-    }
+    let env = sandboxer::ways_out::Env::from_process(home);
+    opts.ways_out = sandboxer::ways_out::load(target, None, &env)?;
     Ok(opts)
 }
 
-/// Renders the launch's policy as the Seatbelt profile a Mac runs it under.
-pub fn seatbelt_profile(launch: &Launch, home: &Path) -> Result<String> {
+/// How a policy is resolved for a Mac, for the person at `home`: on a Mac, real symlink
+/// resolution and the ways-out list for this process's user and environment; elsewhere (a
+/// Mac's profile checked off-host), the fixed aliases only and the list for `uid` (default:
+/// this process's) with the home's last component as the user name, without environment
+/// variables (the Mac's are unknown here).
+pub fn macos_resolve_options(
+    home: &Path,
+    uid: Option<u32>,
+) -> Result<sandboxer::policy::ResolveOptions> {
+    use sandboxer::ways_out::{self, Env};
+    let on_a_mac = Target::Macos.is_host();
+    let mut opts =
+        sandboxer::policy::ResolveOptions::new(Target::Macos, home.to_path_buf(), on_a_mac)?;
+    let mut env = if on_a_mac {
+        Env::from_process(home)
+    } else {
+        let user = home
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // SAFETY: getuid cannot fail.
+        Env::for_other_machine(unsafe { libc::getuid() }, &user, home)
+    };
+    if let Some(uid) = uid {
+        env.uid = uid;
+    }
+    opts.ways_out = ways_out::load(Target::Macos, None, &env)?;
+    Ok(opts)
+}
+
+/// Renders the launch's policy as the Seatbelt profile a Mac runs it under (resolved by
+/// [`macos_resolve_options`]).
+pub fn seatbelt_profile(launch: &Launch, home: &Path, uid: Option<u32>) -> Result<String> {
     let policy_text = launch
         .policy_text()
         .context("the launch has no policy file")?;
-    let opts = sandboxer::policy::ResolveOptions::new(
-        Target::Macos,
-        home.to_path_buf(),
-        Target::Macos.is_host(),
-    )?;
+    let opts = macos_resolve_options(home, uid)?;
     let policy = sandboxer::Policy::from_toml(
         policy_text,
         &launch.policy_path.display().to_string(),

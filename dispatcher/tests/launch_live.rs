@@ -558,6 +558,8 @@ fn owner_cases_in_the_macos_profile() {
         "macos",
         "--user",
         "ada",
+        "--uid",
+        "501",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -602,6 +604,16 @@ fn owner_cases_in_the_macos_profile() {
     let sock = sr.join("state/cli-runtimes/v1/chat-2/bridge.sock");
     let got = profile.evaluate("network-outbound", &Query::UnixSocket(&sock));
     assert_eq!(got.outcome, Outcome::Deny, "{}", got.why);
+    // The Mac's ways out, for --user ada --uid 501: the person's tmux server and Docker
+    // Desktop's socket are refused; another uid's tmux folder is not theirs to protect.
+    for (sock, want) in [
+        ("/private/tmp/tmux-501/default", Outcome::Deny),
+        ("/Users/ada/.docker/run/docker.sock", Outcome::Deny),
+        ("/private/tmp/tmux-502/default", Outcome::Allow),
+    ] {
+        let got = profile.evaluate("network-outbound", &Query::UnixSocket(Path::new(sock)));
+        assert_eq!(got.outcome, want, "{sock}: {}", got.why);
+    }
 }
 
 /// Bad input: each a clear error, exit 2, nothing written.

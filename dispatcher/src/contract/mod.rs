@@ -899,7 +899,7 @@ impl Runner<'_> {
         self.mutate_launch(&mut launch)?;
         let profile = match host {
             Target::Macos => Some(
-                platform::seatbelt_profile(&launch, &self.layout.home)
+                platform::seatbelt_profile(&launch, &self.layout.home, None)
                     .map_err(|e| format!("{e:#}"))?,
             ),
             Target::Linux => None,
@@ -1038,7 +1038,8 @@ impl Runner<'_> {
             .plan_launch(a, variant, mode, Target::Macos, Vec::new())
             .and_then(|mut l| {
                 self.mutate_launch(&mut l)?;
-                platform::seatbelt_profile(&l, &self.layout.home).map_err(|e| format!("{e:#}"))
+                platform::seatbelt_profile(&l, &self.layout.home, None)
+                    .map_err(|e| format!("{e:#}"))
             });
         self.evaluate_into(&mut col, variant, profile, probes);
         col.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -1232,7 +1233,7 @@ impl Runner<'_> {
         }
         let profile = match host {
             Target::Macos => Some(
-                platform::seatbelt_profile(&launch, &self.layout.home)
+                platform::seatbelt_profile(&launch, &self.layout.home, None)
                     .map_err(|e| format!("{e:#}"))?,
             ),
             Target::Linux => None,
@@ -1272,12 +1273,7 @@ impl Runner<'_> {
 
 /// Renders a policy text as the macOS profile, as `platform::seatbelt_profile` does.
 fn render_macos(policy_text: &str, home: &Path, policy_path: &Path) -> Result<String, String> {
-    let opts = sandboxer::policy::ResolveOptions::new(
-        Target::Macos,
-        home.to_path_buf(),
-        Target::Macos.is_host(),
-    )
-    .map_err(|e| e.to_string())?;
+    let opts = platform::macos_resolve_options(home, None).map_err(|e| format!("{e:#}"))?;
     let policy =
         sandboxer::Policy::from_toml(policy_text, &policy_path.display().to_string(), &opts)
             .map_err(|e| e.to_string())?;

@@ -431,7 +431,7 @@ impl Supervisor {
             .map_err(|e| (ApiError::new(422, "not_installed", format!("{e:#}")), None))?;
         let profile = match target {
             sandboxer::Target::Macos if launch.confined => Some(
-                platform::seatbelt_profile(&launch, &self.home)
+                platform::seatbelt_profile(&launch, &self.home, None)
                     .map_err(|e| (internal(format!("{e:#}")), None))?,
             ),
             _ => None,
