@@ -414,8 +414,9 @@ fn launch_cmd(
     req.cwd = args.cwd.clone();
     req.cli_args = args.cli_args.clone();
     let tools = platform::tools(&adapter, target)?;
+    let mut resolved = None;
     let launch = launch::plan(&state, &adapter, &req, &tools, |policy| {
-        platform::confinement(target, policy, &req.home)
+        platform::confinement_resolving(target, policy, &req.home, &mut resolved)
     })?;
     let profile = match target {
         Target::Macos if launch.confined => Some(platform::seatbelt_profile(&launch, &req.home)?),
@@ -455,9 +456,18 @@ fn launch_cmd(
     // server serves it for tmux and API launches). Its context comes from the launch's own
     // policy text, never re-read from the runtime.
     let events = dispatcher::events::EventLog::open(&state, &launch.chat)?;
-    let bridge = platform::serve_bridge(&state, &launch, &req.home, events.clone())?;
-    events.append(&dispatcher::events::Event::started(&launch))?;
-    let code = platform::run_foreground(&launch);
+    let bridge = platform::serve_bridge(&state, &launch, &req.home, resolved, events.clone())?;
+    // `started` is in the log (the kernel has the line) before the launch starts, and on disk
+    // while it starts: flushing it first would add a journal commit (0.2–4 ms here) to every
+    // launch. Only a power loss within those milliseconds could lose it, together with
+    // whatever the CLI wrote meanwhile (not flushed either). `exited` is flushed before the
+    // dispatcher returns, as every `append` is.
+    events.append_unsynced(&dispatcher::events::Event::started(&launch))?;
+    let code = platform::run_foreground(&launch, || {
+        if let Err(e) = events.sync() {
+            eprintln!("dispatcher: the started event is not on disk: {e}");
+        }
+    });
     drop(bridge);
     let code = code?;
     events.append(&dispatcher::events::Event::exited(&launch, code))?;

@@ -78,23 +78,62 @@ pub fn locate_sandboxer(dispatcher: &Path) -> PathBuf {
 /// `Ok(how)` or `Err(why not)`. For another OS's target the answer is about that OS's
 /// mechanism, which only a launch there can check.
 pub fn confinement(target: Target, policy_text: &str, home: &Path) -> Confinement {
+    confinement_resolving(target, policy_text, home, &mut None)
+}
+
+/// [`confinement`], keeping in `resolved` the policy as this machine resolved it to decide
+/// (Linux), so that the launch's bridge need not resolve the same text again.
+pub fn confinement_resolving(
+    target: Target,
+    policy_text: &str,
+    home: &Path,
+    resolved: &mut Option<sandboxer::Policy>,
+) -> Confinement {
     if !target.is_host() {
         return Ok(format!("computed for {target}; enforced there"));
     }
     match target {
-        Target::Linux => linux_confinement(policy_text, home),
+        Target::Linux => linux_confinement(policy_text, home, resolved),
         Target::Macos => macos_confinement(),
     }
 }
 
+/// Plans the policy under the fallback rule, with this machine's facts.
+///
+/// The namespace probe forks twice and waits for the namespaces to be torn down (about 1 ms
+/// here, mostly waiting), so it runs in a thread while the policy is resolved and planned as
+/// if the namespaces work (the probe's child makes only async-signal-safe calls, so forking
+/// from a second thread is sound). When the probe then finds the facts planned with, that plan
+/// stands; otherwise the policy is planned again with what the probe found. Either way the
+/// answer is the one the probed facts give.
 #[cfg(target_os = "linux")]
-fn linux_confinement(policy_text: &str, home: &Path) -> Confinement {
+fn linux_confinement(
+    policy_text: &str,
+    home: &Path,
+    resolved: &mut Option<sandboxer::Policy>,
+) -> Confinement {
     use sandboxer::linux::{facts, planner};
-    let opts = host_resolve_options(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
-    let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
-        .map_err(|e| format!("the launch policy is invalid: {e}"))?;
-    let facts = facts::detect();
-    match planner::choose(&policy, &facts) {
+    let probe = std::thread::spawn(facts::detect);
+    let planned = (|| -> Result<_, String> {
+        let opts =
+            host_resolve_options(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
+        let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
+            .map_err(|e| format!("the launch policy is invalid: {e}"))?;
+        let assumed = assumed_facts();
+        let plan = planner::choose(&policy, &assumed);
+        Ok((policy, assumed, plan))
+    })();
+    // Joined before any answer, so the probe's children are reaped whatever happens.
+    let probed = probe.join();
+    let (policy, assumed, plan) = planned?;
+    let facts = probed.map_err(|_| "the namespace probe failed".to_string())?;
+    let plan = if facts == assumed {
+        plan
+    } else {
+        planner::choose(&policy, &facts)
+    };
+    *resolved = Some(policy);
+    match plan {
         Ok(plan) => Ok(format!(
             "sandboxer {} plan (Landlock ABI {})",
             match plan.shape {
@@ -107,8 +146,24 @@ fn linux_confinement(policy_text: &str, home: &Path) -> Confinement {
     }
 }
 
+/// The facts of a machine whose namespaces work, as `sandboxer exec` assumes before its
+/// enforcer finds out: Landlock's ABI asked of the kernel (one system call), this uid and gid.
+#[cfg(target_os = "linux")]
+fn assumed_facts() -> sandboxer::linux::plan::Facts {
+    // SAFETY: getuid/getgid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    sandboxer::linux::plan::Facts {
+        landlock_abi: sandboxer::linux::enforce::kernel_landlock_abi(),
+        user_namespaces: true,
+        mount_pid_namespaces: true,
+        uid,
+        gid,
+        namespaces_blocked_by: None,
+    }
+}
+
 #[cfg(not(target_os = "linux"))]
-fn linux_confinement(_: &str, _: &Path) -> Confinement {
+fn linux_confinement(_: &str, _: &Path, _: &mut Option<sandboxer::Policy>) -> Confinement {
     Err("not running on Linux".into())
 }
 
@@ -149,11 +204,17 @@ pub fn seatbelt_profile(launch: &Launch, home: &Path) -> Result<String> {
 }
 
 /// Runs the launch in the foreground and returns its exit code (128+N for signal N).
-pub fn run_foreground(launch: &Launch) -> Result<u8> {
+/// `started` runs once the launch's process exists, while it starts (the caller flushes the
+/// `started` event then, instead of before).
+pub fn run_foreground(launch: &Launch, started: impl FnOnce()) -> Result<u8> {
     let mut cmd = command(launch)?;
-    let status = cmd
-        .status()
+    let mut child = cmd
+        .spawn()
         .with_context(|| format!("cannot start {}", launch.argv[0]))?;
+    started();
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for {}", launch.argv[0]))?;
     use std::os::unix::process::ExitStatusExt;
     Ok(match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,
@@ -322,25 +383,36 @@ fn default_check_policy(target: Target) -> &'static str {
 }
 
 /// Serves the chat's bridge socket for a launch, logging every call to the chat's events.
-/// The context is built from the launch's own policy text (not re-read from the runtime).
+/// The context is built from the launch's own policy text (not re-read from the runtime):
+/// `resolved` is that text as the mode decision resolved it on this machine, else it is
+/// resolved here.
 pub fn serve_bridge(
     state: &StateRoot,
     launch: &Launch,
     home: &Path,
+    resolved: Option<sandboxer::Policy>,
     events: crate::events::EventLog,
 ) -> Result<crate::bridge::BridgeHandle> {
     let policy_text = launch
         .policy_text()
-        .context("the launch has no policy file")?
-        .to_string();
-    let opts = host_resolve_options(home)?;
-    let ctx = crate::bridge::ChatContext::from_toml(
-        state,
-        &launch.chat,
-        &policy_text,
-        &launch.policy_path.display().to_string(),
-        &opts,
-    )?;
+        .context("the launch has no policy file")?;
+    let file = launch.policy_path.display().to_string();
+    // The decision resolved this very text with `host_resolve_options(home)`, before the
+    // launch's files were written; writing them only creates real folders below the runtime
+    // (symlinks there are refused), which resolve to the same paths, so resolving it again
+    // would give the same policy.
+    let ctx = match resolved {
+        Some(policy) => {
+            crate::bridge::ChatContext::from_policy(state, &launch.chat, policy, &file)?
+        }
+        None => crate::bridge::ChatContext::from_toml(
+            state,
+            &launch.chat,
+            policy_text,
+            &file,
+            &host_resolve_options(home)?,
+        )?,
+    };
     let socket = launch.runtime.join(crate::bridge::SOCKET_NAME);
     let chat = launch.chat.clone();
     let handle = crate::bridge::serve(&socket, ctx, move |call| {
