@@ -81,13 +81,22 @@ pub fn confinement(target: Target, policy_text: &str, home: &Path) -> Confinemen
     confinement_resolving(target, policy_text, home, &mut None)
 }
 
-/// [`confinement`], keeping in `resolved` the policy as this machine resolved it to decide
-/// (Linux), so that the launch's bridge need not resolve the same text again.
+/// What the mode decision worked out on Linux, kept for the launch it decided.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The launch's policy text as this machine resolved it.
+    pub policy: sandboxer::Policy,
+    /// The facts it was planned with (the namespace probe's).
+    pub facts: sandboxer::linux::plan::Facts,
+}
+
+/// [`confinement`], keeping in `resolved` the policy as this machine resolved it to decide and
+/// the facts it planned with (Linux), so that the launch need not work them out again.
 pub fn confinement_resolving(
     target: Target,
     policy_text: &str,
     home: &Path,
-    resolved: &mut Option<sandboxer::Policy>,
+    resolved: &mut Option<Resolved>,
 ) -> Confinement {
     if !target.is_host() {
         return Ok(format!("computed for {target}; enforced there"));
@@ -110,7 +119,7 @@ pub fn confinement_resolving(
 fn linux_confinement(
     policy_text: &str,
     home: &Path,
-    resolved: &mut Option<sandboxer::Policy>,
+    resolved: &mut Option<Resolved>,
 ) -> Confinement {
     use sandboxer::linux::{facts, planner};
     let probe = std::thread::spawn(facts::detect);
@@ -119,7 +128,7 @@ fn linux_confinement(
             host_resolve_options(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
         let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
             .map_err(|e| format!("the launch policy is invalid: {e}"))?;
-        let assumed = assumed_facts();
+        let assumed = sandboxer::linux::exec::unprobed_facts();
         let plan = planner::choose(&policy, &assumed);
         Ok((policy, assumed, plan))
     })();
@@ -132,7 +141,10 @@ fn linux_confinement(
     } else {
         planner::choose(&policy, &facts)
     };
-    *resolved = Some(policy);
+    *resolved = Some(Resolved {
+        policy,
+        facts: facts.clone(),
+    });
     match plan {
         Ok(plan) => Ok(format!(
             "sandboxer {} plan (Landlock ABI {})",
@@ -146,24 +158,8 @@ fn linux_confinement(
     }
 }
 
-/// The facts of a machine whose namespaces work, as `sandboxer exec` assumes before its
-/// enforcer finds out: Landlock's ABI asked of the kernel (one system call), this uid and gid.
-#[cfg(target_os = "linux")]
-fn assumed_facts() -> sandboxer::linux::plan::Facts {
-    // SAFETY: getuid/getgid have no preconditions and cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    sandboxer::linux::plan::Facts {
-        landlock_abi: sandboxer::linux::enforce::kernel_landlock_abi(),
-        user_namespaces: true,
-        mount_pid_namespaces: true,
-        uid,
-        gid,
-        namespaces_blocked_by: None,
-    }
-}
-
 #[cfg(not(target_os = "linux"))]
-fn linux_confinement(_: &str, _: &Path, _: &mut Option<sandboxer::Policy>) -> Confinement {
+fn linux_confinement(_: &str, _: &Path, _: &mut Option<Resolved>) -> Confinement {
     Err("not running on Linux".into())
 }
 
@@ -223,13 +219,95 @@ pub fn run_foreground(launch: &Launch, started: impl FnOnce()) -> Result<u8> {
     })
 }
 
-/// The launch's command (wrapper and CLI), its cwd and environment, after checking that its
-/// binaries are there. Callers choose how it runs (foreground, spawned and supervised).
-pub fn command(launch: &Launch) -> Result<Command> {
-    let program = Path::new(&launch.argv[0]);
-    if program.is_absolute() && !program.is_file() {
-        bail!("{} is not installed here", program.display());
+/// Runs a confined Linux launch in the foreground in this process, through the sandboxer
+/// library ([`sandboxer::linux::exec::launch`]: the fallback rule and the fail-closed exits of
+/// `sandboxer exec`, which `launch.argv` names and tmux and server launches run), and returns
+/// its exit code: the CLI's (128+N for signal N), 125 when the sandbox could not be set up
+/// (nothing was run, the reason on stderr), 126/127 when the CLI could not be executed.
+/// Starting `sandboxer exec` instead would cost its process start, loading the policy again
+/// and the ways-out list, about 2 ms a launch.
+///
+/// `resolved` is the mode decision's: the launch's own policy text as resolved on this
+/// machine, and the probed facts. The launch's files are written by now, and the policy is
+/// planned again for them (a plan depends on what the filesystem holds). `beside` runs in a
+/// thread of its own while the sandbox starts. The caller must have applied the launch's
+/// environment to this process ([`apply_env`]): the CLI inherits it.
+#[cfg(target_os = "linux")]
+pub fn run_confined_here(
+    launch: &Launch,
+    resolved: &Resolved,
+    beside: impl FnOnce() + Send + 'static,
+) -> Result<u8> {
+    use sandboxer::linux::{enforce, exec};
+    check_cli(launch)?;
+    let (program, args) = launch
+        .cli_argv
+        .split_first()
+        .context("the launch has no CLI")?;
+    let command = enforce::Command {
+        program: program.into(),
+        args: args.iter().map(Into::into).collect(),
+        cwd: launch.cwd.clone(),
+    };
+    let beside = with_waited_signals_blocked(|| std::thread::spawn(beside));
+    let ended = exec::launch(
+        &resolved.policy,
+        &resolved.facts,
+        resolved.policy.linux.enforce,
+        &command,
+    );
+    let _ = beside.join();
+    if let Some(message) = ended.message() {
+        eprintln!("{message}");
     }
+    Ok(ended.exit_code())
+}
+
+/// Sets the launch's environment in this process (its variables set, the terminal
+/// multiplexer's removed), for a launch run here: the sandbox passes the environment through.
+///
+/// # Safety
+///
+/// No other thread may run in this process (changing the environment races with any thread
+/// reading it).
+pub unsafe fn apply_env(launch: &Launch) {
+    for k in &launch.env_removed {
+        // SAFETY: the caller guarantees this process runs one thread.
+        unsafe { std::env::remove_var(k) };
+    }
+    for (k, v) in &launch.env_set {
+        // SAFETY: as above.
+        unsafe { std::env::set_var(k, v) };
+    }
+}
+
+/// Runs `f` with the signals a launch run here waits for blocked on this thread, then unblocks
+/// them: threads `f` starts inherit them blocked, so that a Ctrl-C or the CLI's `SIGCHLD`
+/// reaches the thread that forwards and waits ([`sandboxer::linux::enforce::waited_signals`]).
+pub fn with_waited_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sigset_t is plain data, filled by sigemptyset/sigaddset; pthread_sigmask
+        // only changes this thread's mask, and the old mask is put back.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in sandboxer::linux::enforce::waited_signals() {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            let out = f();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            out
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    f()
+}
+
+/// Fails unless the launch's CLI was found (an absolute path).
+fn check_cli(launch: &Launch) -> Result<()> {
     let cli = Path::new(&launch.cli_argv[0]);
     if !cli.is_absolute() {
         bail!(
@@ -238,6 +316,17 @@ pub fn command(launch: &Launch) -> Result<Command> {
             launch.cli.to_ascii_uppercase()
         );
     }
+    Ok(())
+}
+
+/// The launch's command (wrapper and CLI), its cwd and environment, after checking that its
+/// binaries are there. Callers choose how it runs (foreground, spawned and supervised).
+pub fn command(launch: &Launch) -> Result<Command> {
+    let program = Path::new(&launch.argv[0]);
+    if program.is_absolute() && !program.is_file() {
+        bail!("{} is not installed here", program.display());
+    }
+    check_cli(launch)?;
     let mut cmd = Command::new(program);
     cmd.args(&launch.argv[1..]).current_dir(&launch.cwd);
     for k in &launch.env_removed {
@@ -390,7 +479,7 @@ pub fn serve_bridge(
     state: &StateRoot,
     launch: &Launch,
     home: &Path,
-    resolved: Option<sandboxer::Policy>,
+    resolved: Option<&Resolved>,
     events: crate::events::EventLog,
 ) -> Result<crate::bridge::BridgeHandle> {
     let policy_text = launch
@@ -402,8 +491,8 @@ pub fn serve_bridge(
     // (symlinks there are refused), which resolve to the same paths, so resolving it again
     // would give the same policy.
     let ctx = match resolved {
-        Some(policy) => {
-            crate::bridge::ChatContext::from_policy(state, &launch.chat, policy, &file)?
+        Some(r) => {
+            crate::bridge::ChatContext::from_policy(state, &launch.chat, r.policy.clone(), &file)?
         }
         None => crate::bridge::ChatContext::from_toml(
             state,
