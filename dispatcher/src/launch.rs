@@ -4,6 +4,8 @@
 //! the mode (full only where the platform can enforce the policy); compose the CLI's argv and
 //! environment from its adapter; wrap it in the platform's confinement (`sandboxer exec` on
 //! Linux, `sandbox-exec -f` on macOS). Nothing is written until the whole launch is known.
+//! A foreground launch on Linux does what its `sandboxer exec` wrapper would do in the
+//! dispatcher's own process, through the sandboxer library (`platform::run_confined_here`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -122,7 +124,8 @@ pub struct Launch {
     pub profile_path: Option<PathBuf>,
     /// Whether the CLI runs inside the sandbox (always, where one works).
     pub confined: bool,
-    /// The command actually run: the confinement wrapper, then the CLI.
+    /// The command actually run: the confinement wrapper, then the CLI. (A foreground launch
+    /// on Linux applies the same confinement in-process instead of starting the wrapper.)
     pub argv: Vec<String>,
     /// The CLI's own command line.
     pub cli_argv: Vec<String>,
