@@ -474,8 +474,9 @@ fn launch_cmd(
     req.cwd = args.cwd.clone();
     req.cli_args = args.cli_args.clone();
     let tools = platform::tools(&adapter, target)?;
+    let mut resolved = None;
     let launch = launch::plan(&state, &adapter, &req, &tools, |policy| {
-        platform::confinement(target, policy, &req.home)
+        platform::confinement_resolving(target, policy, &req.home, &mut resolved)
     })?;
     let profile = match target {
         Target::Macos if launch.confined => {
@@ -513,13 +514,50 @@ fn launch_cmd(
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // A confined launch on Linux runs here, through the sandboxer library (see
+    // `platform::run_confined_here`); it inherits this process's environment, set now, while
+    // no other thread runs (the namespace probe's was joined; the bridge's starts below).
+    let here = match (&resolved, target, launch.confined) {
+        (Some(r), Target::Linux, true) if cfg!(target_os = "linux") => Some(r),
+        _ => None,
+    };
+    if here.is_some() {
+        // SAFETY: this process runs one thread here (see above).
+        unsafe { platform::apply_env(&launch) };
+    }
     // The chat's bridge is served by this process while the CLI runs in the foreground (the
     // server serves it for tmux and API launches). Its context comes from the launch's own
-    // policy text, never re-read from the runtime.
+    // policy text, never re-read from the runtime. Its thread keeps the signals the launch
+    // waits for blocked, so that they reach the waiting thread.
     let events = dispatcher::events::EventLog::open(&state, &launch.chat)?;
-    let bridge = platform::serve_bridge(&state, &launch, &req.home, events.clone())?;
-    events.append(&dispatcher::events::Event::started(&launch))?;
-    let code = platform::run_foreground(&launch);
+    let bridge = platform::with_waited_signals_blocked(|| {
+        platform::serve_bridge(
+            &state,
+            &launch,
+            &req.home,
+            resolved.as_ref(),
+            events.clone(),
+        )
+    })?;
+    // `started` is in the log (the kernel has the line) before the launch starts, and on disk
+    // while it starts: flushing it first would add a journal commit (0.2–4 ms here) to every
+    // launch. Only a power loss within those milliseconds could lose it, together with
+    // whatever the CLI wrote meanwhile (not flushed either). `exited` is flushed before the
+    // dispatcher returns, as every `append` is.
+    events.append_unsynced(&dispatcher::events::Event::started(&launch))?;
+    let flush = {
+        let events = events.clone();
+        move || {
+            if let Err(e) = events.sync() {
+                eprintln!("dispatcher: the started event is not on disk: {e}");
+            }
+        }
+    };
+    let code = match here {
+        #[cfg(target_os = "linux")]
+        Some(r) => platform::run_confined_here(&launch, r, flush),
+        _ => platform::run_foreground(&launch, flush),
+    };
     drop(bridge);
     let code = code?;
     events.append(&dispatcher::events::Event::exited(&launch, code))?;

@@ -78,23 +78,74 @@ pub fn locate_sandboxer(dispatcher: &Path) -> PathBuf {
 /// `Ok(how)` or `Err(why not)`. For another OS's target the answer is about that OS's
 /// mechanism, which only a launch there can check.
 pub fn confinement(target: Target, policy_text: &str, home: &Path) -> Confinement {
+    confinement_resolving(target, policy_text, home, &mut None)
+}
+
+/// What the mode decision worked out on Linux, kept for the launch it decided.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The launch's policy text as this machine resolved it.
+    pub policy: sandboxer::Policy,
+    /// The facts it was planned with (the namespace probe's).
+    pub facts: sandboxer::linux::plan::Facts,
+}
+
+/// [`confinement`], keeping in `resolved` the policy as this machine resolved it to decide and
+/// the facts it planned with (Linux), so that the launch need not work them out again.
+pub fn confinement_resolving(
+    target: Target,
+    policy_text: &str,
+    home: &Path,
+    resolved: &mut Option<Resolved>,
+) -> Confinement {
     if !target.is_host() {
         return Ok(format!("computed for {target}; enforced there"));
     }
     match target {
-        Target::Linux => linux_confinement(policy_text, home),
+        Target::Linux => linux_confinement(policy_text, home, resolved),
         Target::Macos => macos_confinement(),
     }
 }
 
+/// Plans the policy under the fallback rule, with this machine's facts.
+///
+/// The namespace probe forks twice and waits for the namespaces to be torn down (about 1 ms
+/// here, mostly waiting), so it runs in a thread while the policy is resolved and planned as
+/// if the namespaces work (the probe's child makes only async-signal-safe calls, so forking
+/// from a second thread is sound). When the probe then finds the facts planned with, that plan
+/// stands; otherwise the policy is planned again with what the probe found. Either way the
+/// answer is the one the probed facts give.
 #[cfg(target_os = "linux")]
-fn linux_confinement(policy_text: &str, home: &Path) -> Confinement {
+fn linux_confinement(
+    policy_text: &str,
+    home: &Path,
+    resolved: &mut Option<Resolved>,
+) -> Confinement {
     use sandboxer::linux::{facts, planner};
-    let opts = host_resolve_options(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
-    let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
-        .map_err(|e| format!("the launch policy is invalid: {e}"))?;
-    let facts = facts::detect();
-    match planner::choose(&policy, &facts) {
+    let probe = std::thread::spawn(facts::detect);
+    let planned = (|| -> Result<_, String> {
+        let opts =
+            host_resolve_options(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
+        let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
+            .map_err(|e| format!("the launch policy is invalid: {e}"))?;
+        let assumed = sandboxer::linux::exec::unprobed_facts();
+        let plan = planner::choose(&policy, &assumed);
+        Ok((policy, assumed, plan))
+    })();
+    // Joined before any answer, so the probe's children are reaped whatever happens.
+    let probed = probe.join();
+    let (policy, assumed, plan) = planned?;
+    let facts = probed.map_err(|_| "the namespace probe failed".to_string())?;
+    let plan = if facts == assumed {
+        plan
+    } else {
+        planner::choose(&policy, &facts)
+    };
+    *resolved = Some(Resolved {
+        policy,
+        facts: facts.clone(),
+    });
+    match plan {
         Ok(plan) => Ok(format!(
             "sandboxer {} plan (Landlock ABI {})",
             match plan.shape {
@@ -108,7 +159,7 @@ fn linux_confinement(policy_text: &str, home: &Path) -> Confinement {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn linux_confinement(_: &str, _: &Path) -> Confinement {
+fn linux_confinement(_: &str, _: &Path, _: &mut Option<Resolved>) -> Confinement {
     Err("not running on Linux".into())
 }
 
@@ -174,17 +225,123 @@ pub fn seatbelt_profile(launch: &Launch, home: &Path, uid: Option<u32>) -> Resul
 }
 
 /// Runs the launch in the foreground and returns its exit code (128+N for signal N).
-pub fn run_foreground(launch: &Launch) -> Result<u8> {
+/// `started` runs once the launch's process exists, while it starts (the caller flushes the
+/// `started` event then, instead of before).
+pub fn run_foreground(launch: &Launch, started: impl FnOnce()) -> Result<u8> {
     let mut cmd = command(launch)?;
-    let status = cmd
-        .status()
+    let mut child = cmd
+        .spawn()
         .with_context(|| format!("cannot start {}", launch.argv[0]))?;
+    started();
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for {}", launch.argv[0]))?;
     use std::os::unix::process::ExitStatusExt;
     Ok(match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,
         (None, Some(s)) => 128u8.saturating_add(s as u8),
         _ => 1,
     })
+}
+
+/// Runs a confined Linux launch in the foreground in this process, through the sandboxer
+/// library ([`sandboxer::linux::exec::launch`]: the fallback rule and the fail-closed exits of
+/// `sandboxer exec`, which `launch.argv` names and tmux and server launches run), and returns
+/// its exit code: the CLI's (128+N for signal N), 125 when the sandbox could not be set up
+/// (nothing was run, the reason on stderr), 126/127 when the CLI could not be executed.
+/// Starting `sandboxer exec` instead would cost its process start, loading the policy again
+/// and the ways-out list, about 2 ms a launch.
+///
+/// `resolved` is the mode decision's: the launch's own policy text as resolved on this
+/// machine, and the probed facts. The launch's files are written by now, and the policy is
+/// planned again for them (a plan depends on what the filesystem holds). `beside` runs in a
+/// thread of its own while the sandbox starts. The caller must have applied the launch's
+/// environment to this process ([`apply_env`]): the CLI inherits it.
+#[cfg(target_os = "linux")]
+pub fn run_confined_here(
+    launch: &Launch,
+    resolved: &Resolved,
+    beside: impl FnOnce() + Send + 'static,
+) -> Result<u8> {
+    use sandboxer::linux::{enforce, exec};
+    check_cli(launch)?;
+    let (program, args) = launch
+        .cli_argv
+        .split_first()
+        .context("the launch has no CLI")?;
+    let command = enforce::Command {
+        program: program.into(),
+        args: args.iter().map(Into::into).collect(),
+        cwd: launch.cwd.clone(),
+    };
+    let beside = with_waited_signals_blocked(|| std::thread::spawn(beside));
+    let ended = exec::launch(
+        &resolved.policy,
+        &resolved.facts,
+        resolved.policy.linux.enforce,
+        &command,
+    );
+    let _ = beside.join();
+    if let Some(message) = ended.message() {
+        eprintln!("{message}");
+    }
+    Ok(ended.exit_code())
+}
+
+/// Sets the launch's environment in this process (its variables set, the terminal
+/// multiplexer's removed), for a launch run here: the sandbox passes the environment through.
+///
+/// # Safety
+///
+/// No other thread may run in this process (changing the environment races with any thread
+/// reading it).
+pub unsafe fn apply_env(launch: &Launch) {
+    for k in &launch.env_removed {
+        // SAFETY: the caller guarantees this process runs one thread.
+        unsafe { std::env::remove_var(k) };
+    }
+    for (k, v) in &launch.env_set {
+        // SAFETY: as above.
+        unsafe { std::env::set_var(k, v) };
+    }
+}
+
+/// Runs `f` with the signals a launch run here waits for blocked on this thread, then unblocks
+/// them: threads `f` starts inherit them blocked, so that a Ctrl-C or the CLI's `SIGCHLD`
+/// reaches the thread that forwards and waits ([`sandboxer::linux::enforce::waited_signals`]).
+pub fn with_waited_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sigset_t is plain data, filled by sigemptyset/sigaddset; pthread_sigmask
+        // only changes this thread's mask, and the old mask is put back.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in sandboxer::linux::enforce::waited_signals() {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            let out = f();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            out
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    f()
+}
+
+/// Fails unless the launch's CLI was found (an absolute path).
+fn check_cli(launch: &Launch) -> Result<()> {
+    let cli = Path::new(&launch.cli_argv[0]);
+    if !cli.is_absolute() {
+        bail!(
+            "{} is not installed (not on PATH; set AGENTWORKS_CLI_{} to its path)",
+            launch.cli_argv[0],
+            launch.cli.to_ascii_uppercase()
+        );
+    }
+    Ok(())
 }
 
 /// The launch's command (wrapper and CLI), its cwd and environment, after checking that its
@@ -194,14 +351,7 @@ pub fn command(launch: &Launch) -> Result<Command> {
     if program.is_absolute() && !program.is_file() {
         bail!("{} is not installed here", program.display());
     }
-    let cli = Path::new(&launch.cli_argv[0]);
-    if !cli.is_absolute() {
-        bail!(
-            "{} is not installed (not on PATH; set AGENTWORKS_CLI_{} to its path)",
-            launch.cli_argv[0],
-            launch.cli.to_ascii_uppercase()
-        );
-    }
+    check_cli(launch)?;
     let mut cmd = Command::new(program);
     cmd.args(&launch.argv[1..]).current_dir(&launch.cwd);
     for k in &launch.env_removed {
@@ -347,25 +497,36 @@ fn default_check_policy(target: Target) -> &'static str {
 }
 
 /// Serves the chat's bridge socket for a launch, logging every call to the chat's events.
-/// The context is built from the launch's own policy text (not re-read from the runtime).
+/// The context is built from the launch's own policy text (not re-read from the runtime):
+/// `resolved` is that text as the mode decision resolved it on this machine, else it is
+/// resolved here.
 pub fn serve_bridge(
     state: &StateRoot,
     launch: &Launch,
     home: &Path,
+    resolved: Option<&Resolved>,
     events: crate::events::EventLog,
 ) -> Result<crate::bridge::BridgeHandle> {
     let policy_text = launch
         .policy_text()
-        .context("the launch has no policy file")?
-        .to_string();
-    let opts = host_resolve_options(home)?;
-    let ctx = crate::bridge::ChatContext::from_toml(
-        state,
-        &launch.chat,
-        &policy_text,
-        &launch.policy_path.display().to_string(),
-        &opts,
-    )?;
+        .context("the launch has no policy file")?;
+    let file = launch.policy_path.display().to_string();
+    // The decision resolved this very text with `host_resolve_options(home)`, before the
+    // launch's files were written; writing them only creates real folders below the runtime
+    // (symlinks there are refused), which resolve to the same paths, so resolving it again
+    // would give the same policy.
+    let ctx = match resolved {
+        Some(r) => {
+            crate::bridge::ChatContext::from_policy(state, &launch.chat, r.policy.clone(), &file)?
+        }
+        None => crate::bridge::ChatContext::from_toml(
+            state,
+            &launch.chat,
+            policy_text,
+            &file,
+            &host_resolve_options(home)?,
+        )?,
+    };
     let socket = launch.runtime.join(crate::bridge::SOCKET_NAME);
     let chat = launch.chat.clone();
     let handle = crate::bridge::serve(&socket, ctx, move |call| {

@@ -493,6 +493,79 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StateErro
     result.map_err(io_err(path, "cannot write"))
 }
 
+/// Writes a file that every launch regenerates from the state root (a launch's policy, prompt
+/// note, the CLI's prepared config files, login copies, the launch record).
+///
+/// When `path` already is a regular file of ours with `mode`, a single link and exactly these
+/// bytes, nothing is written: launching the same chat again rewrites nothing. Otherwise the
+/// file is replaced as [`write_atomic`] does (a temporary file renamed over it, so a reader
+/// sees the old file or the new one, and a symlink or anything else planted at `path` is
+/// replaced, never followed), but without waiting for the disk: flushing these files is what
+/// made a launch slow on a busy disk (one journal commit per file, up to ~4 ms each), and it
+/// buys nothing, since a crash can only lose a file that the next launch compares and rewrites
+/// before anything reads it. The state root's own files (`config.json`, chat settings) and
+/// the event logs keep their flushes.
+pub fn write_regenerated(path: &Path, data: &[u8], mode: u32) -> Result<(), StateError> {
+    if holds_exactly(path, data, mode) {
+        return Ok(());
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(io_err(path, "cannot write"))
+}
+
+/// Whether `path` is already exactly what [`write_regenerated`] would leave there. It is
+/// opened without following a symlink and without blocking on a FIFO (a confined CLI may have
+/// planted either in its runtime); anything but a regular file of ours, with `mode` and one
+/// link, reads as different.
+fn holds_exactly(path: &Path, data: &[u8], mode: u32) -> bool {
+    let Ok(mut f) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return false;
+    };
+    let Ok(meta) = f.metadata() else {
+        return false;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_file()
+        || meta.uid() != me
+        || meta.mode() & 0o7777 != mode
+        || meta.nlink() != 1
+        || meta.len() != data.len() as u64
+    {
+        return false;
+    }
+    let mut current = Vec::with_capacity(data.len() + 1);
+    // One byte more than expected: a file that grew since the `fstat` reads as different.
+    match (&mut f)
+        .take(data.len() as u64 + 1)
+        .read_to_end(&mut current)
+    {
+        Ok(_) => current == data,
+        Err(_) => false,
+    }
+}
+
 /// 32 random bytes from the OS, hex-encoded.
 fn random_token() -> Result<String, StateError> {
     let path = Path::new("/dev/urandom");
@@ -565,6 +638,60 @@ mod tests {
         fs::set_permissions(s.config_json(), fs::Permissions::from_mode(0o644)).unwrap();
         let e = StateRoot::open(d.path()).unwrap_err();
         assert!(e.to_string().contains("chmod 600"), "{e}");
+    }
+
+    #[test]
+    fn regenerated_files_are_rewritten_only_when_they_differ() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("policy.toml");
+        write_regenerated(&p, b"one", 0o600).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"one");
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
+        let ino = fs::metadata(&p).unwrap().ino();
+        // The same bytes again: the file is left as it is.
+        write_regenerated(&p, b"one", 0o600).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().ino(), ino);
+        // Other bytes, another mode, or a second link: replaced.
+        write_regenerated(&p, b"two", 0o600).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        write_regenerated(&p, b"two", 0o600).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
+        let other = d.path().join("other-name");
+        fs::hard_link(&p, &other).unwrap();
+        write_regenerated(&p, b"two", 0o600).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().nlink(), 1);
+        assert_eq!(fs::metadata(&other).unwrap().nlink(), 1);
+        assert_eq!(
+            fs::read_dir(d.path()).unwrap().count(),
+            2,
+            "no temporary left"
+        );
+    }
+
+    #[test]
+    fn a_regenerated_file_replaces_a_symlink_or_fifo_without_following_it() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("elsewhere");
+        fs::write(&target, "same").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
+        let p = d.path().join("config.json");
+        std::os::unix::fs::symlink(&target, &p).unwrap();
+        // Even with the very bytes behind it, a symlink is replaced by a file of ours.
+        write_regenerated(&p, b"same", 0o600).unwrap();
+        assert!(fs::symlink_metadata(&p).unwrap().is_file());
+        assert_eq!(
+            fs::read(&target).unwrap(),
+            b"same",
+            "the link's target is untouched"
+        );
+
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: c is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        write_regenerated(&fifo, b"x", 0o600).unwrap();
+        assert_eq!(fs::read(&fifo).unwrap(), b"x");
     }
 
     #[test]

@@ -99,21 +99,41 @@ impl ChatContext {
         file: &str,
         opts: &ResolveOptions,
     ) -> Result<ChatContext, BridgeError> {
-        state.require_chat(chat)?;
-        let bad = |why: String| BridgeError::BadPolicy {
-            chat: chat.clone(),
-            why,
-        };
         if !opts.target.is_host() {
-            return Err(bad(format!(
-                "the policy must be resolved for this machine, not for {}",
-                opts.target
-            )));
+            return Err(BridgeError::BadPolicy {
+                chat: chat.clone(),
+                why: format!(
+                    "the policy must be resolved for this machine, not for {}",
+                    opts.target
+                ),
+            });
         }
         let policy = Policy::from_toml(text, file, opts).map_err(|source| BridgeError::Policy {
             chat: chat.clone(),
             source,
         })?;
+        ChatContext::from_policy(state, chat, policy, file)
+    }
+
+    /// [`ChatContext::from_toml`] for a policy already resolved for this machine (with
+    /// `platform::host_resolve_options`); the same checks.
+    pub fn from_policy(
+        state: &StateRoot,
+        chat: &ChatId,
+        policy: Policy,
+        file: &str,
+    ) -> Result<ChatContext, BridgeError> {
+        state.require_chat(chat)?;
+        let bad = |why: String| BridgeError::BadPolicy {
+            chat: chat.clone(),
+            why,
+        };
+        if !policy.target.is_host() {
+            return Err(bad(format!(
+                "the policy must be resolved for this machine, not for {}",
+                policy.target
+            )));
+        }
         let config = state.config_json();
         if policy.decide(Op::Read, &config).allowed() {
             return Err(bad(format!(

@@ -3,6 +3,8 @@
 
 #[cfg(target_os = "linux")]
 pub mod enforce;
+#[cfg(target_os = "linux")]
+pub mod exec;
 pub mod facts;
 pub mod plan;
 pub mod planner;

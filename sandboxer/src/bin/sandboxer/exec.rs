@@ -17,9 +17,6 @@ use sandboxer::policy::Enforce;
 
 use crate::common::PolicyArgs;
 
-/// Exit status when the sandbox could not be set up as planned (see `sandboxer --help`).
-const NOT_RUN: u8 = 125;
-
 #[derive(Args, Debug)]
 pub struct ExecArgs {
     #[command(flatten)]
@@ -67,6 +64,7 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
     use std::io::Write as _;
 
     use linux::*;
+    use sandboxer::linux::exec::{self, Ended};
 
     let policy = load_policy(&args.policy)?;
     let how = args.enforce.unwrap_or(policy.linux.enforce);
@@ -74,33 +72,26 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
     // Printing a plan, or lowering the facts for a test, starts from the namespace probe.
     if args.print_plan || args.assume_facts.is_some() {
         let facts = probed_facts(args.assume_facts.as_deref())?;
-        let plan = match choose(&policy, &facts, how) {
-            Ok(plan) => plan,
-            Err(code) => return Ok(code),
+        let ended = match planner::choose_with(&policy, &facts, &HostFs, how) {
+            Ok(plan) if args.print_plan => {
+                let text = serde_json::to_string_pretty(&plan)?;
+                writeln!(std::io::stdout().lock(), "{text}").context("writing the plan")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            Ok(plan) => exec::run_plan(&plan, &command),
+            Err(refusal) => Ended::Refused(refusal),
         };
-        if args.print_plan {
-            let text = serde_json::to_string_pretty(&plan)?;
-            writeln!(std::io::stdout().lock(), "{text}").context("writing the plan")?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        return Ok(report(&plan, enforce::run(&plan, &command)));
+        return Ok(report(ended));
     }
     // The namespace probe forks twice and waits for namespaces to be torn down (milliseconds
     // per launch), so a launch plans as if they work and lets the enforcer find out by doing;
-    // only when that fails does it probe and plan again.
-    let facts = unprobed_facts();
-    // The shape the fallback rule tries first is planned now and set up at once, while its
-    // gaps are computed: the command runs only if none breaks the policy. If one does (or the
-    // shape cannot be planned), the fallback rule runs in full, as `--print-plan` shows it.
-    if let Some(done) = launch_first_shape(&policy, &facts, how, &command)? {
-        return Ok(done);
-    }
-    let plan = match choose(&policy, &facts, how) {
-        Ok(plan) => plan,
-        Err(code) => return Ok(code),
-    };
-    let result = enforce::run(&plan, &command);
-    after_run(&policy, how, &command, &plan, result)
+    // only when that fails does it probe and plan again (in the library: `exec::launch`).
+    Ok(report(exec::launch(
+        &policy,
+        &exec::unprobed_facts(),
+        how,
+        &command,
+    )))
 }
 
 #[cfg(target_os = "linux")]
@@ -110,15 +101,15 @@ mod linux {
 
     use anyhow::{Context, Result};
     use sandboxer::Policy;
-    pub use sandboxer::linux::enforce::{self, Command, EnforceError, Layer, Outcome};
+    pub use sandboxer::linux::enforce::Command;
+    use sandboxer::linux::exec::Ended;
     use sandboxer::linux::facts::{self, AssumedFacts};
-    use sandboxer::linux::plan::{Facts, Plan, Shape};
-    use sandboxer::linux::planner::{self, HostFs};
-    use sandboxer::policy::Enforce;
+    use sandboxer::linux::plan::Facts;
+    pub use sandboxer::linux::planner::{self, HostFs};
     use sandboxer::policy::default_policy;
     use sandboxer::ways_out;
 
-    use super::{ExecArgs, NOT_RUN};
+    use super::ExecArgs;
     use crate::common::PolicyArgs;
 
     /// The policy, with this person's ways out (`profiles/linux/ways-out.toml`) as protected
@@ -180,112 +171,12 @@ mod linux {
         })
     }
 
-    /// Facts without the namespace probe: namespaces are assumed to work (the enforcer
-    /// checks by creating them). Landlock's ABI is asked of the kernel; it is cheap.
-    pub fn unprobed_facts() -> Facts {
-        // SAFETY: getuid/getgid cannot fail.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        Facts {
-            landlock_abi: enforce::kernel_landlock_abi(),
-            user_namespaces: true,
-            mount_pid_namespaces: true,
-            uid,
-            gid,
-            namespaces_blocked_by: None,
+    /// The exit status for how the launch ended, with what went wrong on stderr.
+    pub fn report(ended: Ended) -> ExitCode {
+        if let Some(message) = ended.message() {
+            eprintln!("{message}");
         }
-    }
-
-    /// Plans the first shape the fallback rule tries (`landlock-only` when asked for alone,
-    /// else `masks`) and runs it while its gaps are computed ([`enforce::run_checking`]).
-    /// `None` when the rest of the fallback rule must decide: the shape cannot be planned
-    /// here, or its gaps break the policy (then nothing was run).
-    pub fn launch_first_shape(
-        policy: &Policy,
-        facts: &Facts,
-        how: Enforce,
-        command: &Command,
-    ) -> Result<Option<ExitCode>> {
-        let shape = match how {
-            Enforce::LandlockOnly => Shape::LandlockOnly,
-            Enforce::Auto | Enforce::Masks => Shape::Masks,
-        };
-        let Ok(unchecked) = planner::prepare_with(policy, facts, shape, &HostFs) else {
-            return Ok(None);
-        };
-        let mut refused = false;
-        let mut check = || {
-            let gaps = unchecked.gaps();
-            refused = gaps.iter().any(|g| g.breaks_policy);
-            Ok(gaps)
-        };
-        let result = enforce::run_checking(unchecked.plan(), command, &mut check);
-        if refused {
-            return Ok(None);
-        }
-        after_run(policy, how, command, unchecked.plan(), result).map(Some)
-    }
-
-    /// The exit status once `plan` was run; when the namespaces could not be made, the probe
-    /// says what this machine can do, and the fallback rule runs again with what it found.
-    pub fn after_run(
-        policy: &Policy,
-        how: Enforce,
-        command: &Command,
-        plan: &Plan,
-        result: Result<Outcome, EnforceError>,
-    ) -> Result<ExitCode> {
-        match result {
-            Err(e) if namespaces_failed(&e) => {
-                let facts = probed_facts(None)?;
-                if facts.user_namespaces && facts.mount_pid_namespaces {
-                    // The probe sees them work: the failure was something else; report it.
-                    return Ok(report(plan, Err(e)));
-                }
-                match choose(policy, &facts, how) {
-                    Ok(plan) => Ok(report(&plan, enforce::run(&plan, command))),
-                    Err(code) => Ok(code),
-                }
-            }
-            result => Ok(report(plan, result)),
-        }
-    }
-
-    /// The planner's choice, or the exit status of a refusal (reported on stderr).
-    pub fn choose(policy: &Policy, facts: &Facts, how: Enforce) -> Result<Plan, ExitCode> {
-        planner::choose_with(policy, facts, &HostFs, how).map_err(|refusal| {
-            eprintln!(
-                "sandboxer: refused ({}): {}\nsandboxer: nothing was run",
-                refusal.id, refusal.message
-            );
-            ExitCode::from(NOT_RUN)
-        })
-    }
-
-    /// Whether the enforcer failed because the namespaces could not be made.
-    pub fn namespaces_failed(e: &EnforceError) -> bool {
-        matches!(
-            e.layer,
-            Layer::UserNamespace | Layer::MountNamespace | Layer::Proc
-        )
-    }
-
-    /// The exit status for an enforcer result, with its error on stderr.
-    pub fn report(plan: &Plan, result: Result<Outcome, EnforceError>) -> ExitCode {
-        match result {
-            Ok(outcome) => ExitCode::from(outcome.exit_code()),
-            Err(e) => {
-                let code = e.exit_code();
-                if code == NOT_RUN {
-                    eprintln!(
-                        "sandboxer: cannot confine ({} shape): {e}\nsandboxer: nothing was run",
-                        plan.shape
-                    );
-                } else {
-                    eprintln!("sandboxer: {e}");
-                }
-                ExitCode::from(code)
-            }
-        }
+        ExitCode::from(ended.exit_code())
     }
 }
 

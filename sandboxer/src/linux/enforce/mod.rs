@@ -107,6 +107,18 @@ fn run_inner(
     outcome
 }
 
+/// The signals [`run`] waits for on the calling thread: those it forwards to the command, and
+/// `SIGCHLD`. A caller with other threads keeps them blocked in those (a thread started with
+/// them blocked inherits that), so that they reach the waiting thread: a signal another thread
+/// takes is not forwarded, and a `SIGCHLD` taken there delays noticing the command's end.
+pub fn waited_signals() -> Vec<libc::c_int> {
+    supervise::FORWARDED
+        .iter()
+        .map(|s| *s as libc::c_int)
+        .chain([libc::SIGCHLD])
+        .collect()
+}
+
 /// The running kernel's Landlock ABI version; 0 when Landlock is absent or disabled. Cheap
 /// (one system call): callers may plan with it and leave the rest to [`run`], which checks
 /// everything again.
