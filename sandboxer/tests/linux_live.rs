@@ -1102,6 +1102,30 @@ fn process_passthrough(r: &Runner) {
     );
     assert!(ran.stderr.contains("to-stderr"), "{ran:?}");
 
+    // Signal dispositions pass through as a shell would leave them: no standard signal
+    // ignored that is not ignored outside (the Rust runtime ignores SIGPIPE in the sandboxer
+    // itself). Signals 32 and up are left out: glibc's posix_spawn sets its own internal
+    // ones (32, 33) to ignored in children, depending on this test process's handlers.
+    let ignored = |ran: &Ran| {
+        let hex = ran
+            .stdout
+            .trim()
+            .strip_prefix("SigIgn:")
+            .unwrap_or_else(|| panic!("{ran:?}"))
+            .trim();
+        u64::from_str_radix(hex, 16).unwrap() & 0x7fff_ffff
+    };
+    let status = "grep '^SigIgn:' /proc/self/status";
+    let outside = fx.run(fx.bare(r, &sh(status)), None);
+    let inside = fx.run(fx.exec(r, &[], &sh(status)), None);
+    assert_eq!(
+        ignored(&inside),
+        ignored(&outside),
+        "{inside:?} vs {outside:?}"
+    );
+    let ran = fx.run(fx.exec(r, &[], &sh("yes | head -n 1")), None);
+    assert_eq!((ran.code, ran.stderr.as_str()), (Some(0), ""), "{ran:?}");
+
     // Not found: 127, and the sandbox says so.
     let ran = fx.run(fx.exec(r, &[], &argv(["/nonexistent/program"])), None);
     assert_eq!(ran.code, Some(127), "{ran:?}");

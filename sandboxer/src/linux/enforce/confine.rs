@@ -11,6 +11,7 @@
 use std::convert::Infallible;
 
 use nix::sys::prctl;
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use nix::unistd::{chdir, execvp, setsid};
 
 use super::error::{EnforceError, Layer};
@@ -46,10 +47,23 @@ pub(super) fn exec(p: &Prepared) -> Result<Infallible, EnforceError> {
     })?;
     p.pass_gate()?;
     p.restore_caller_signals()?;
+    default_sigpipe()?;
     let Err(errno) = execvp(&p.program, &p.argv);
     Err(EnforceError::os(
         Layer::Exec,
         format_args!("{:?}", p.program),
         errno,
     ))
+}
+
+/// The Rust runtime ignores SIGPIPE in its processes, and an ignored signal stays ignored
+/// across `exec`: without this, `yes | head -1` inside the sandbox would see `yes` fail with
+/// EPIPE instead of ending quietly, unlike outside. `std::process::Command` resets it for its
+/// children the same way.
+fn default_sigpipe() -> Result<(), EnforceError> {
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    // SAFETY: installs the default action, no handler code.
+    unsafe { sigaction(Signal::SIGPIPE, &default) }
+        .map(drop)
+        .map_err(|e| EnforceError::os(Layer::Process, "restoring SIGPIPE's default action", e))
 }
