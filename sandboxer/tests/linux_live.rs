@@ -1246,6 +1246,30 @@ fn masks_shared_placeholders(r: &Runner) {
         !fx.workflow_db.exists(),
         "the placeholder outlived every launch using it"
     );
+
+    // Many at once, starting and ending in every order: each one runs (none is refused for
+    // a placeholder vanishing under it), none can create the refused file, and nothing is
+    // left behind.
+    let script =
+        format!("sleep 0.0$(( $$ % 7 )); if echo x > {db} 2>/dev/null; then echo CREATED; fi");
+    let running: Vec<Running> = (0..8)
+        .map(|_| {
+            fx.start(
+                fx.exec(
+                    r,
+                    &["--enforce", "masks"],
+                    &argv(["/bin/sh", "-c", &script]),
+                ),
+                None,
+            )
+        })
+        .collect();
+    for run in running {
+        let ran = run.wait();
+        assert_eq!(ran.code, Some(0), "{ran:?}");
+        assert!(!ran.stdout.contains("CREATED"), "{ran:?}");
+    }
+    assert!(!fx.workflow_db.exists(), "a placeholder was left behind");
 }
 
 fn fail_closed_planner(r: &Runner) {
