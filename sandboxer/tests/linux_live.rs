@@ -142,6 +142,7 @@ live!(
     landlock_only_shape,
     landlock_handles_only_what_it_refuses,
     masks_shared_placeholders,
+    job_control,
 );
 
 // ---- binaries --------------------------------------------------------------------------------
@@ -1181,6 +1182,74 @@ fn signals_forwarded(r: &Runner) {
             ran.stdout.contains(&format!("got {}", sig as i32)),
             "{sig}: {ran:?}"
         );
+    }
+}
+
+/// Job control: a `SIGTSTP` to the caller (what a terminal's Ctrl-Z sends its process group)
+/// stops the command as well and then the caller, so the shell sees the job stopped; `SIGCONT`
+/// resumes both. Once with a command that leaves `SIGTSTP` at its default, once with one that
+/// catches it (as shells and editors do) and then stops itself.
+fn job_control(r: &Runner) {
+    let fx = Fixture::new(r);
+    let ticker = "import os, signal, sys, time\n\
+                  if sys.argv[1] == 'catch':\n\
+                  \x20   def tstp(s, f):\n\
+                  \x20       print('tstp', flush=True); os.kill(os.getpid(), signal.SIGSTOP)\n\
+                  \x20   signal.signal(signal.SIGTSTP, tstp)\n\
+                  i = 0\n\
+                  while True:\n\
+                  \x20   print(i, flush=True); i += 1; time.sleep(0.02)\n";
+    let state = |pid: Pid| {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .unwrap_or('?')
+    };
+    let ticks = |running: &Running| running.stdout().lines().count();
+    let until = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + TIMEOUT;
+        while !ok() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let landlock_only = landlock_only_plan(&fx, r);
+    for how in ["default", "catch"] {
+        let command = argv([PYTHON, "-c", ticker, how]);
+        for (shape, cmd) in [
+            ("masks", fx.exec(r, &[], &command)),
+            ("landlock-only", fx.exec_plan(r, &landlock_only, &command)),
+        ] {
+            let mut running = fx.start(cmd, None);
+            running.wait_for_output("3\n");
+            let pid = running.pid();
+            kill(pid, Signal::SIGTSTP).unwrap();
+            until(&format!("{shape}/{how}: the caller stops"), &|| {
+                state(pid) == 'T'
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            let stopped_at = ticks(&running);
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(
+                ticks(&running),
+                stopped_at,
+                "{shape}/{how}: the command kept running while the job was stopped"
+            );
+            kill(pid, Signal::SIGCONT).unwrap();
+            until(&format!("{shape}/{how}: the command resumes"), &|| {
+                ticks(&running) > stopped_at + 3
+            });
+            assert_ne!(state(pid), 'T', "{shape}/{how}");
+            kill(pid, Signal::SIGTERM).unwrap();
+            let ran = running.wait();
+            assert_eq!(ran.code, Some(128 + 15), "{shape}/{how}: {ran:?}");
+            assert_eq!(
+                ran.stdout.contains("tstp"),
+                how == "catch",
+                "{shape}/{how}: the command's own handler {}: {ran:?}",
+                if how == "catch" { "did not run" } else { "ran" }
+            );
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use nix::unistd::{Pid, setpgid};
 
 use super::channel::{Message, Reporter};
 use super::error::{EnforceError, Layer, Outcome};
-use super::supervise::{Reap, supervise};
+use super::supervise::{Hop, Reap, supervise};
 use super::{Parent, Prepared, caps, confine, exit_with, mounts, spawn, userns};
 
 /// The monitor's body: from a plain child of the caller to a running sandbox.
@@ -37,7 +37,11 @@ pub(super) fn monitor(p: &Prepared, reporter: Reporter) -> Result<Infallible, En
     // PID 1's parent lives outside its PID namespace, so it cannot check its parent by pid.
     let init = spawn(reporter, Parent::OutsideNamespace, || pid1(p, reporter))?;
     harden()?;
-    let outcome = supervise(init, Reap::Child)?;
+    let hop = Hop {
+        caller: false,
+        parent_of_command: false,
+    };
+    let outcome = supervise(init, Reap::Child, hop)?;
     exit_with(outcome)
 }
 
@@ -60,7 +64,11 @@ fn pid1(p: &Prepared, reporter: Reporter) -> Result<Infallible, EnforceError> {
     fresh_terminals()?;
     harden()?;
     let command = spawn(reporter, Parent::Pid(Pid::from_raw(1)), || confine::exec(p))?;
-    let outcome: Outcome = supervise(command, Reap::All)?;
+    let hop = Hop {
+        caller: false,
+        parent_of_command: true,
+    };
+    let outcome: Outcome = supervise(command, Reap::All, hop)?;
     reporter.send(&Message::Finished(outcome));
     exit_with(outcome)
 }

@@ -54,7 +54,7 @@ use crate::linux::plan::{Gap, Plan, Shape};
 use channel::{Channel, Message, Reporter};
 use gate::Gate;
 use placeholders::Placeholders;
-use supervise::{Reap, supervise};
+use supervise::{Hop, Reap, supervise};
 
 pub use error::{EnforceError, Layer, Outcome};
 
@@ -197,6 +197,7 @@ impl<'a> Prepared<'a> {
         self.caller_sigchld = unsafe { sigaction(Signal::SIGCHLD, &default) }.ok();
 
         let this: &Prepared = self;
+        let this_shape = this.plan.shape;
         let reporter = channel.reporter();
         let first = match this.plan.shape {
             Shape::LandlockOnly => spawn(reporter, Parent::Pid(getpid()), || {
@@ -217,7 +218,11 @@ impl<'a> Prepared<'a> {
             }
             _ => None,
         };
-        let status = first.and_then(|child| supervise(child, Reap::Child));
+        let hop = Hop {
+            caller: true,
+            parent_of_command: this_shape == Shape::LandlockOnly,
+        };
+        let status = first.and_then(|child| supervise(child, Reap::Child, hop));
         let restored = self.restore_caller_signals();
         let reports = channel::read_reports(reader);
         if let Some(refusal) = refused {

@@ -5,11 +5,20 @@
 //! inherited), so none is lost between `fork` and the wait loop: they stay pending and
 //! `sigtimedwait` picks them up. The command's own process restores the caller's mask just
 //! before `exec`, so it sees signals exactly as it would unconfined.
+//!
+//! Job control: a terminal's Ctrl-Z stops the caller's process group (the caller; the
+//! sandbox's processes left it), and the person's shell then waits for `fg` (SIGCONT). The
+//! command, in a session of its own, would keep running unseen. So `SIGTSTP` is passed down
+//! like the other signals and the caller then stops itself; the `SIGCONT` that resumes the
+//! caller is passed down too. The last hop delivers both to the command's process group:
+//! `SIGTSTP` where the command catches it (a shell or an editor restores the terminal, then
+//! stops itself), else `SIGSTOP` — the kernel discards a default-action `SIGTSTP` sent to an
+//! orphaned process group, which a session of its own is.
 
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
@@ -17,7 +26,7 @@ use super::error::{EnforceError, Layer, Outcome};
 
 /// Signals a terminal, a service manager or a person sends to "the program": each is passed on
 /// to the command.
-pub(super) const FORWARDED: [Signal; 7] = [
+pub(super) const FORWARDED: [Signal; 9] = [
     Signal::SIGTERM,
     Signal::SIGINT,
     Signal::SIGHUP,
@@ -25,6 +34,8 @@ pub(super) const FORWARDED: [Signal; 7] = [
     Signal::SIGUSR1,
     Signal::SIGUSR2,
     Signal::SIGWINCH,
+    Signal::SIGTSTP,
+    Signal::SIGCONT,
 ];
 
 /// How long one wait lasts before the child's state is checked again. Only matters when
@@ -57,9 +68,19 @@ pub(super) enum Reap {
     All,
 }
 
+/// Where a supervising process sits in the chain from the caller to the command.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) struct Hop {
+    /// The caller's process: it stops itself after passing a `SIGTSTP` on, so that the shell
+    /// that started it sees the job stopped.
+    pub caller: bool,
+    /// Its child is the command (in a session and process group of its own).
+    pub parent_of_command: bool,
+}
+
 /// Waits until `child` exits or is killed, forwarding [`FORWARDED`] signals to it. Returns its
 /// outcome.
-pub(super) fn supervise(child: Pid, reap: Reap) -> Result<Outcome, EnforceError> {
+pub(super) fn supervise(child: Pid, reap: Reap, hop: Hop) -> Result<Outcome, EnforceError> {
     let set = wait_set();
     loop {
         if let Some(outcome) = reap_ready(child, reap)? {
@@ -69,10 +90,49 @@ pub(super) fn supervise(child: Pid, reap: Reap) -> Result<Outcome, EnforceError>
             Some(Signal::SIGCHLD) | None => {}
             // The child may have just exited (ESRCH); its status is collected above.
             Some(sig) => {
-                let _ = kill(child, sig);
+                if hop.parent_of_command {
+                    deliver_to_command(child, sig);
+                } else {
+                    let _ = kill(child, sig);
+                }
+                if sig == Signal::SIGTSTP && hop.caller {
+                    let _ = kill(nix::unistd::getpid(), Signal::SIGSTOP);
+                }
             }
         }
     }
+}
+
+/// Passes `sig` on to the command (see the module's comment for the stop signals).
+fn deliver_to_command(command: Pid, sig: Signal) {
+    match sig {
+        Signal::SIGTSTP => {
+            let stop = if catches(command, Signal::SIGTSTP) {
+                Signal::SIGTSTP
+            } else {
+                Signal::SIGSTOP
+            };
+            let _ = killpg(command, stop);
+        }
+        Signal::SIGCONT => {
+            let _ = killpg(command, Signal::SIGCONT);
+        }
+        other => {
+            let _ = kill(command, other);
+        }
+    }
+}
+
+/// Whether `pid` has a handler for `sig` (`SigCgt` in its `/proc` status).
+fn catches(pid: Pid, sig: Signal) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (sig as u32 - 1)) != 0)
 }
 
 /// Collects every exited child that is ready; returns `child`'s outcome once it is among them.
