@@ -339,15 +339,7 @@ fn test_contract_cmd(
 ) -> Result<ExitCode> {
     use dispatcher::contract::mutate::Mutation;
     use dispatcher::contract::served;
-    let mutation = match &args.break_policy {
-        Some(m) => Some(Mutation::parse(m).with_context(|| {
-            format!(
-                "--break-policy {m:?}: expected one of {}",
-                Mutation::ALL.map(|m| m.as_str()).join(", ")
-            )
-        })?),
-        None => None,
-    };
+    let mutation = Mutation::from_flag(args.break_policy.as_deref()).map_err(anyhow::Error::msg)?;
     if mutation.is_some() {
         eprintln!("dispatcher: test: TEST ONLY hook active (--break-policy): this run cannot pass");
     }

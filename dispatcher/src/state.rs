@@ -470,6 +470,26 @@ fn create_new_dir(dir: &Path, kind: &'static str, id: &str) -> Result<(), StateE
 /// flushed to disk, renamed over the target, and the folder synced. A crash leaves either
 /// the old file or the new one, never a mix.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StateError> {
+    replace_file(path, data, mode, Durability::Flushed)
+}
+
+/// Whether [`replace_file`] waits for the disk.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// The new file and the folder's entry are on disk when it returns.
+    Flushed,
+    /// Atomic for readers, but left to the kernel to write back.
+    Unflushed,
+}
+
+/// Writes `data` to a temporary file with `mode` beside `path` and renames it over `path`
+/// (replacing whatever is there, a symlink included, never following it).
+fn replace_file(
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -483,9 +503,14 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StateErro
             .mode(mode)
             .open(&tmp)?;
         f.write_all(data)?;
-        f.sync_all()?;
+        if durability == Durability::Flushed {
+            f.sync_all()?;
+        }
         fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
+        if durability == Durability::Flushed {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -509,25 +534,7 @@ pub fn write_regenerated(path: &Path, data: &[u8], mode: u32) -> Result<(), Stat
     if holds_exactly(path, data, mode) {
         return Ok(());
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(io_err(path, "cannot write"))
+    replace_file(path, data, mode, Durability::Unflushed)
 }
 
 /// Whether `path` is already exactly what [`write_regenerated`] would leave there. It is

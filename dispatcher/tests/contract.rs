@@ -7,6 +7,8 @@
 //! (the whole Linux contract must stay under 60 s) are not skewed by each other.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::fd::AsRawFd;
@@ -14,9 +16,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::{TEST_USER, as_test_user, is_root, unavailable};
 use serde_json::Value;
-
-const TEST_USER: &str = "sbx-test";
 
 fn dispatcher_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_dispatcher"))
@@ -27,19 +28,6 @@ fn repo() -> PathBuf {
         .parent()
         .unwrap()
         .to_path_buf()
-}
-
-/// Under CI a missing prerequisite fails; elsewhere the test is skipped with a notice.
-fn unavailable(why: &str) {
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{why}");
-    }
-    eprintln!("SKIPPED: {why}");
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn user_exists() -> bool {
@@ -131,19 +119,7 @@ impl Bins {
     fn contract(&self, args: &[&str]) -> Output {
         let mut c = match self.who {
             Who::Root => Command::new(&self.dispatcher),
-            Who::User => {
-                let mut c = Command::new("setpriv");
-                c.args([
-                    "--reuid",
-                    TEST_USER,
-                    "--regid",
-                    TEST_USER,
-                    "--init-groups",
-                    "--",
-                ]);
-                c.arg(&self.dispatcher);
-                c
-            }
+            Who::User => as_test_user(&self.dispatcher),
         };
         let clis = repo().join(".tools/clis/bin");
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", clis.display());
@@ -254,17 +230,8 @@ fn user_can_run(name: &str) -> bool {
     let all = dispatcher::adapter::load_all(None).unwrap();
     let a = dispatcher::adapter::find(&all, name).unwrap();
     let bin = repo().join(".tools/clis/bin").join(&a.binary);
-    Command::new("setpriv")
-        .args([
-            "--reuid",
-            TEST_USER,
-            "--regid",
-            TEST_USER,
-            "--init-groups",
-            "--",
-            "test",
-            "-x",
-        ])
+    as_test_user("test")
+        .arg("-x")
         .arg(&bin)
         .status()
         .is_ok_and(|s| s.success())

@@ -7,28 +7,17 @@
 //! server is the command's child, and each test checks that it is gone afterwards.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::{TEST_USER, as_test_user, is_root, text, unavailable};
 use serde_json::Value;
 
 const DISPATCHER: &str = env!("CARGO_BIN_EXE_dispatcher");
-const TEST_USER: &str = "sbx-test";
-
-/// Under CI a missing prerequisite fails; elsewhere the test is skipped with a notice.
-fn unavailable(why: &str) {
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{why}");
-    }
-    eprintln!("SKIPPED: {why}");
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// The real CLIs, as `launch_live.rs` finds them.
 fn clis_bin() -> Option<PathBuf> {
@@ -96,15 +85,6 @@ impl Run {
             .collect();
         assert!(left.is_empty(), "left behind: {left:?}");
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn json(o: &Output) -> Value {
@@ -474,16 +454,7 @@ fn an_unprivileged_user_runs_it_too() {
         .status()
         .unwrap();
     assert!(status.success());
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid",
-            TEST_USER,
-            "--regid",
-            TEST_USER,
-            "--init-groups",
-            "--",
-        ])
-        .arg(bin.join("dispatcher"))
+    let out = as_test_user(bin.join("dispatcher"))
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", run.home())

@@ -4,6 +4,9 @@
 //! Inspector) using the bridge from inside a full-mode launch; bad input changing nothing.
 #![cfg(target_os = "linux")]
 
+mod common;
+
+use common::{as_test_user, is_root, text, unavailable, user_ids};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
@@ -11,19 +14,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const TEST_USER: &str = "sbx-test";
 const MARKER: &str = "MARKER-7f3a9c-PROTECTED";
 
 fn dispatcher_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_dispatcher"))
-}
-
-/// Under CI a missing prerequisite fails; elsewhere the test is skipped with a notice.
-fn unavailable(why: &str) {
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{why}");
-    }
-    eprintln!("SKIPPED: {why}");
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -43,19 +37,6 @@ struct World {
     profiles: PathBuf,
     bin: PathBuf,
     sandboxer: PathBuf,
-}
-
-fn user_ids() -> Option<(u32, u32)> {
-    let out = Command::new("id").args(["-u", TEST_USER]).output().ok()?;
-    let uid = String::from_utf8(out.stdout).ok()?.trim().parse().ok()?;
-    let out = Command::new("id").args(["-g", TEST_USER]).output().ok()?;
-    let gid = String::from_utf8(out.stdout).ok()?.trim().parse().ok()?;
-    Some((uid, gid))
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 impl World {
@@ -133,19 +114,7 @@ impl World {
     fn command(&self, program: impl AsRef<OsStr>) -> Command {
         let mut c = match self.who {
             Who::Root => Command::new(program),
-            Who::User => {
-                let mut c = Command::new("setpriv");
-                c.args([
-                    "--reuid",
-                    TEST_USER,
-                    "--regid",
-                    TEST_USER,
-                    "--init-groups",
-                    "--",
-                ]);
-                c.arg(program);
-                c
-            }
+            Who::User => as_test_user(program),
         };
         c.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -178,10 +147,15 @@ impl World {
 
     /// Runs a shell script as the `sh` CLI inside chat-1's full-mode launch.
     fn inside(&self, script: &str) -> Output {
-        self.dispatcher(&[
+        self.launch_full("sh", &["-c", script])
+    }
+
+    /// Launches `cli` with `cli_args` for chat-1 on wf-main (wf-ref attached) in full mode.
+    fn launch_full(&self, cli: &str, cli_args: &[&str]) -> Output {
+        let mut args = vec![
             "launch",
             "--cli",
-            "sh",
+            cli,
             "--chat",
             "chat-1",
             "--workflow",
@@ -191,9 +165,9 @@ impl World {
             "--mode",
             "full",
             "--",
-            "-c",
-            script,
-        ])
+        ];
+        args.extend_from_slice(cli_args);
+        self.dispatcher(&args)
     }
 }
 
@@ -224,15 +198,6 @@ fn chown_r(path: &Path, (uid, gid): (u32, u32)) {
         .status()
         .unwrap();
     assert!(st.success());
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The owner-testing cases: from the runtime, `..` reaches neither another chat's runtime,
@@ -364,22 +329,7 @@ fn mcp_client_inside_the_sandbox(who: Who) {
     .unwrap();
 
     let call = |args: &[&str]| -> (Option<i32>, serde_json::Value) {
-        let mut full = vec![
-            "launch",
-            "--cli",
-            "mcp-client",
-            "--chat",
-            "chat-1",
-            "--workflow",
-            "wf-main",
-            "--attach",
-            "wf-ref",
-            "--mode",
-            "full",
-            "--",
-        ];
-        full.extend_from_slice(args);
-        let out = w.dispatcher(&full);
+        let out = w.launch_full("mcp-client", args);
         let stdout = String::from_utf8_lossy(&out.stdout);
         // The Inspector prints one JSON document; the dispatcher's own lines come first.
         let json = stdout

@@ -193,15 +193,7 @@ pub fn main(args: ContractArgs, profiles_dir: Option<&Path>) -> anyhow::Result<E
     if let Some(dir) = &args.outside_process {
         fixture::outside_process(dir);
     }
-    let mutation = match &args.break_policy {
-        Some(m) => Some(Mutation::parse(m).with_context(|| {
-            format!(
-                "--break-policy {m:?}: expected one of {}",
-                Mutation::ALL.map(|m| m.as_str()).join(", ")
-            )
-        })?),
-        None => None,
-    };
+    let mutation = Mutation::from_flag(args.break_policy.as_deref()).map_err(anyhow::Error::msg)?;
     let clis = if args.cli.is_empty() || args.cli.iter().any(|c| c == "all") {
         Vec::new()
     } else {

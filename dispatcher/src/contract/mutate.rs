@@ -45,6 +45,19 @@ impl Mutation {
         Mutation::ALL.into_iter().find(|m| m.as_str() == s)
     }
 
+    /// The value of a `--break-policy` flag, or the error naming the known ones.
+    pub fn from_flag(flag: Option<&str>) -> Result<Option<Mutation>, String> {
+        flag.map(|m| {
+            Mutation::parse(m).ok_or_else(|| {
+                format!(
+                    "--break-policy {m:?}: expected one of {}",
+                    Mutation::ALL.map(|m| m.as_str()).join(", ")
+                )
+            })
+        })
+        .transpose()
+    }
+
     /// Rewrites the policy file of a computed launch (before it is written): what
     /// `dispatcher contract --break-policy` does to its own launches, and what the server does
     /// with `AGENTWORKS_TEST_BREAK_POLICY` (`dispatcher test cli-sandbox-contract`).
