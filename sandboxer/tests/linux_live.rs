@@ -508,6 +508,18 @@ struct Ran {
     stderr: String,
 }
 
+/// A test that fails while a sandbox is still running must not leave it behind (a command
+/// waiting for a file that never comes would run forever): the caller is killed, and with it
+/// the sandbox (its processes die with their parent).
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl Running {
     fn pid(&self) -> Pid {
         Pid::from_raw(self.child.id() as i32)
