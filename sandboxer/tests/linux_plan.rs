@@ -1038,3 +1038,42 @@ fn doctor_probes_namespaces_for_an_unprivileged_user() {
         "{report:#}"
     );
 }
+
+/// `explain --policy` for a policy no Linux shape can enforce here: every operation is denied
+/// because nothing would run. That is a refusal, not a disagreement with the policy: the
+/// answer says what the policy itself decides and asks no one to report a bug.
+#[cfg(target_os = "linux")]
+#[test]
+fn explain_of_a_refused_policy_is_no_disagreement() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(home.join(".bashrc"), "# rc\n").unwrap();
+    let policy = home.join("p.toml");
+    // A protected file granted back read-only: its metadata stays changeable in both shapes
+    // (`metadata-unguarded`), so neither is chosen, whatever the machine.
+    std::fs::write(
+        &policy,
+        "version = 1\nbase = \"open\"\n[[protected]]\npath = \"~/.bashrc\"\n\
+         [[grant]]\npath = \"~/.bashrc\"\naccess = \"ro\"\n[linux]\nways_out = false\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandboxer"))
+        .args(["explain", "--target", "linux", "--json", "--home"])
+        .arg(&home)
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--op", "read"])
+        .arg(home.join(".bashrc"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(v["outcome"], "deny", "{v:#}");
+    let why = v["why"].as_str().unwrap();
+    assert!(
+        why.contains("no Linux plan here") && why.contains("nothing would run"),
+        "{why}"
+    );
+    assert!(why.contains("the policy itself: allow"), "{why}");
+    assert!(!why.contains("DISAGREES"), "{why}");
+}

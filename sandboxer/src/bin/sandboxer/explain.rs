@@ -181,7 +181,12 @@ fn explain_policy(args: &ExplainArgs) -> Result<Answer> {
         (backend.outcome, reference.verdict),
         (Outcome::Allow, sandboxer::Verdict::Allow) | (Outcome::Deny, sandboxer::Verdict::Deny)
     );
-    let why = if agree || backend.outcome == Outcome::Unknown {
+    let why = if backend.runs_nothing {
+        format!(
+            "{}; the policy itself: {}: {}",
+            backend.why, reference.verdict, reference.reason
+        )
+    } else if agree || backend.outcome == Outcome::Unknown {
         format!(
             "{}; reference decide: {}: {}",
             backend.why, reference.verdict, reference.reason
@@ -193,7 +198,7 @@ fn explain_policy(args: &ExplainArgs) -> Result<Answer> {
         )
     };
     Ok(Answer {
-        outcome: if agree {
+        outcome: if agree || backend.runs_nothing {
             backend.outcome
         } else {
             Outcome::Unknown
@@ -209,6 +214,9 @@ struct BackendAnswer {
     outcome: Outcome,
     rule: Option<RuleRef>,
     why: String,
+    /// The backend refuses to run anything under this policy here (no Linux plan): every
+    /// operation is denied because nothing runs, which is no disagreement with the policy.
+    runs_nothing: bool,
 }
 
 fn seatbelt_answer(
@@ -233,6 +241,7 @@ fn seatbelt_answer(
         outcome: e.outcome,
         rule: e.rule,
         why: format!("rendered Seatbelt profile, {sbpl_op}: {}", e.why),
+        runs_nothing: false,
     })
 }
 
@@ -254,6 +263,7 @@ fn linux_answer(policy: &sandboxer::Policy, op: Op, path: &Path) -> Result<Backe
                     refusal.id.as_str(),
                     refusal.message
                 ),
+                runs_nothing: true,
             });
         }
     };
@@ -269,6 +279,7 @@ fn linux_answer(policy: &sandboxer::Policy, op: Op, path: &Path) -> Result<Backe
         },
         rule: None,
         why: format!("Linux {} plan: {}{gap}", plan.shape, d.by),
+        runs_nothing: false,
     })
 }
 
