@@ -25,13 +25,15 @@ pub fn embedded(target: Target) -> &'static str {
 }
 
 /// The environment variables the templates read.
-pub const ENV_VARS: [&str; 6] = [
+pub const ENV_VARS: [&str; 8] = [
     "XDG_RUNTIME_DIR",
     "TMUX_TMPDIR",
     "XAUTHORITY",
     "DOCKER_HOST",
     "SSH_AUTH_SOCK",
     "DISPLAY",
+    "TMUX",
+    "VSCODE_IPC_HOOK_CLI",
 ];
 
 /// Whose ways out: the person's uid, name and home, the environment variables in
@@ -233,6 +235,8 @@ fn variables(target: Target) -> &'static [&'static str] {
             "xauthority",
             "docker_host_socket",
             "ssh_auth_sock",
+            "tmux_socket",
+            "vscode_ipc_hook",
         ],
         Target::Macos => &[
             "uid",
@@ -243,6 +247,8 @@ fn variables(target: Target) -> &'static [&'static str] {
             "docker_host_socket",
             "ssh_auth_sock",
             "display_socket",
+            "tmux_socket",
+            "vscode_ipc_hook",
         ],
     }
 }
@@ -319,6 +325,20 @@ fn variable(target: Target, name: &str, env: &Env) -> Result<Option<String>, Str
         "ssh_auth_sock" => env
             .var("SSH_AUTH_SOCK")
             .map(|v| absolute("SSH_AUTH_SOCK", v))
+            .transpose()?,
+        // Inside tmux, $TMUX is `SOCKET,PID,SESSION`: the server this process runs under,
+        // wherever its socket is (`tmux -S PATH` puts it outside the usual folder).
+        "tmux_socket" => env
+            .var("TMUX")
+            .and_then(|v| v.split(',').next())
+            .filter(|p| !p.is_empty())
+            .map(|p| absolute("TMUX", p))
+            .transpose()?,
+        // Set in VS Code's (and Cursor's) integrated terminal: the editor's IPC socket, through
+        // which the `code` CLI opens folders and installs extensions that run unconfined.
+        "vscode_ipc_hook" => env
+            .var("VSCODE_IPC_HOOK_CLI")
+            .map(|v| absolute("VSCODE_IPC_HOOK_CLI", v))
             .transpose()?,
         // Only a unix:// Docker host has a socket on this machine; tcp:// and ssh:// hosts
         // are network endpoints this list cannot mask.
@@ -408,6 +428,33 @@ mod tests {
         ] {
             assert!(p.contains(&want.to_string()), "{want} missing from {p:?}");
         }
+        // The editor's and the multiplexer's sockets this process was started under.
+        let list = expand(
+            Target::Macos,
+            embedded(Target::Macos),
+            &env(&[
+                ("TMUX", "/Users/ada/socks/work,4242,0"),
+                (
+                    "VSCODE_IPC_HOOK_CLI",
+                    "/private/var/folders/x/T/vscode-ipc-1.sock",
+                ),
+            ]),
+        )
+        .unwrap();
+        let p = paths(&list);
+        for want in [
+            "/Users/ada/socks/work",
+            "/private/var/folders/x/T/vscode-ipc-1.sock",
+        ] {
+            assert!(p.contains(&want.to_string()), "{want} missing from {p:?}");
+        }
+        let err = expand(
+            Target::Linux,
+            embedded(Target::Linux),
+            &env(&[("TMUX", "socks/work,1,0")]),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("$TMUX"), "{err}");
         // A TCP display (`host:0`) has no socket to refuse.
         let list = expand(
             Target::Macos,

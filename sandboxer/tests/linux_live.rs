@@ -941,6 +941,35 @@ fn masks_ways_out(r: &Runner) {
         "only the control reached the abstract socket"
     );
 
+    // A tmux server on a socket of its own (`tmux -S`): masked when it is the server this
+    // process runs under ($TMUX names it); with nothing naming it, it is an unknown socket
+    // in an open folder (the control).
+    let custom_dir = fx.root.join("own-tmux");
+    fs::create_dir(&custom_dir).unwrap();
+    chown(&custom_dir, Some(fx.uid), Some(fx.gid)).unwrap();
+    let custom = custom_dir.join("sock");
+    let own_tmux = |args: &[&str]| {
+        let mut c = r.command("tmux");
+        c.arg("-S")
+            .arg(&custom)
+            .args(args)
+            .envs(fx.env())
+            .current_dir(&fx.root);
+        fx.run(c, None)
+    };
+    let started = own_tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "own", "sh"]);
+    assert_eq!(started.code, Some(0), "{started:?}");
+    let under_tmux = [case(Deny, "connect", &[&custom])];
+    let mut cmd = fx.exec(r, &[], &fx.probe_argv(&ops(&under_tmux)));
+    cmd.env("TMUX", format!("{},4242,0", p(&custom)));
+    let ran = fx.run(cmd, None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    check_cases("the tmux server named by $TMUX", &under_tmux, &ran);
+    let unnamed = [case(Allow, "connect", &[&custom])];
+    let ran = fx.run(fx.exec(r, &[], &fx.probe_argv(&ops(&unnamed))), None);
+    check_cases("the same server, unnamed", &unnamed, &ran);
+    let _ = own_tmux(&["kill-server"]);
+
     let mut victim = victim;
     victim.child.kill().unwrap();
     victim.child.wait().unwrap();
