@@ -143,6 +143,7 @@ live!(
     landlock_handles_only_what_it_refuses,
     masks_shared_placeholders,
     job_control,
+    read_only_grants_in_the_open,
 );
 
 // ---- binaries --------------------------------------------------------------------------------
@@ -1114,6 +1115,78 @@ fn other_terminals(fx: &Fixture, r: &Runner) {
     );
     assert!(inside[1].ok, "a pty made inside does not work: {ran:?}");
     assert_eq!(drain(), "", "something reached the other terminal");
+}
+
+/// Read-only grants where no cover lies above them are bound onto themselves read-only, so
+/// that writes and metadata changes (chmod: EROFS) stop there too, which Landlock alone
+/// cannot do; a read-write grant inside one opens its part again. Two shapes of policy that
+/// were refused before for want of it (`metadata-unguarded`): a closed base with a read-only
+/// grant, and a file of the open home protected and granted back read-only (as a shell rc
+/// file would be).
+fn read_only_grants_in_the_open(r: &Runner) {
+    use Expect::{Allow, Deny};
+    let fx = Fixture::new(r);
+    let area = fx.root.join("ro-area");
+    let inner = area.join("inner");
+    fs::create_dir_all(&inner).unwrap();
+    fs::write(area.join("f"), "ro\n").unwrap();
+    fs::write(inner.join("g"), "rw\n").unwrap();
+    let rc = fx.home.join(".rc-file");
+    fs::write(&rc, "# rc\n").unwrap();
+    chown_tree(&area, fx.uid, fx.gid);
+    chown_tree(&rc, fx.uid, fx.gid);
+
+    let closed = format!(
+        "version = 1\nbase = \"closed\"\n\
+         [[grant]]\npath = {root:?}\naccess = \"ro\"\n\
+         [[grant]]\npath = {inner:?}\naccess = \"rw\"\n\
+         [linux]\nways_out = false\n",
+        root = fx.root,
+        inner = inner,
+    );
+    fs::write(&fx.policy, closed).unwrap();
+    let cases = [
+        case(Allow, "read", &[&area.join("f")]),
+        case(Deny, "write", &[&area.join("f")]),
+        case_s(Deny, "chmod", &[&p(&area.join("f")), "666"]),
+        case(Deny, "create", &[&area.join("new")]),
+        case(Allow, "write", &[&inner.join("g")]),
+        case(Allow, "create", &[&inner.join("new")]),
+    ];
+    let ran = fx.run(
+        fx.exec(r, &["--enforce", "masks"], &fx.probe_argv(&ops(&cases))),
+        None,
+    );
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    check_cases("closed base, read-only grant", &cases, &ran);
+
+    let open = format!(
+        "version = 1\nbase = \"open\"\n\
+         [[protected]]\npath = {rc:?}\n\
+         [[grant]]\npath = {rc:?}\naccess = \"ro\"\n\
+         [linux]\nways_out = false\n",
+    );
+    fs::write(&fx.policy, open).unwrap();
+    let cases = [
+        case(Allow, "read", &[&rc]),
+        case(Deny, "write", &[&rc]),
+        case_s(Deny, "chmod", &[&p(&rc), "666"]),
+        case(Deny, "delete", &[&rc]),
+        case(Deny, "rename", &[&rc, &fx.home.join("rc-moved")]),
+    ];
+    let ran = fx.run(
+        fx.exec(r, &["--enforce", "masks"], &fx.probe_argv(&ops(&cases))),
+        None,
+    );
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    check_cases("a home file granted back read-only", &cases, &ran);
+    assert_eq!(fs::read_to_string(&rc).unwrap(), "# rc\n");
+    assert_eq!(fs::read_to_string(area.join("f")).unwrap(), "ro\n");
+
+    // Control: outside, the same chmod works.
+    let control = [case_s(Allow, "chmod", &[&p(&rc), "644"])];
+    let ran = fx.run(fx.bare(r, &fx.probe_argv(&ops(&control))), None);
+    check_cases("outside", &control, &ran);
 }
 
 // ---- scenarios: the process ------------------------------------------------------------------

@@ -1047,14 +1047,16 @@ fn doctor_probes_namespaces_for_an_unprivileged_user() {
 fn explain_of_a_refused_policy_is_no_disagreement() {
     let dir = tempfile::tempdir().unwrap();
     let home = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::write(home.join(".bashrc"), "# rc\n").unwrap();
+    std::fs::create_dir(home.join("secret")).unwrap();
+    std::fs::write(home.join("secret/token"), "t").unwrap();
+    std::fs::write(home.join("notes.txt"), "n").unwrap();
     let policy = home.join("p.toml");
-    // A protected file granted back read-only: its metadata stays changeable in both shapes
-    // (`metadata-unguarded`), so neither is chosen, whatever the machine.
+    // Landlock-only, with existing protected data: its metadata stays changeable
+    // (`metadata-unguarded`), so the only shape asked for is refused, whatever the machine.
     std::fs::write(
         &policy,
-        "version = 1\nbase = \"open\"\n[[protected]]\npath = \"~/.bashrc\"\n\
-         [[grant]]\npath = \"~/.bashrc\"\naccess = \"ro\"\n[linux]\nways_out = false\n",
+        "version = 1\nbase = \"open\"\n[[protected]]\npath = \"~/secret\"\n\
+         [linux]\nways_out = false\nenforce = \"landlock-only\"\n",
     )
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandboxer"))
@@ -1063,7 +1065,7 @@ fn explain_of_a_refused_policy_is_no_disagreement() {
         .arg("--policy")
         .arg(&policy)
         .args(["--op", "read"])
-        .arg(home.join(".bashrc"))
+        .arg(home.join("notes.txt"))
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)

@@ -801,10 +801,34 @@ impl<'a> Planner<'a> {
             .filter(|g| !finals_roots.iter().any(|f| within(&g.path, f)))
             .collect();
         grants.sort_by(|a, b| by_depth(&a.path, &b.path));
-        let mut bound: Vec<PathBuf> = Vec::new();
+        let mut bound: Vec<(PathBuf, Access)> = Vec::new();
         for g in grants {
             if !covered.iter().any(|c| strictly_within(&g.path, c)) {
-                continue; // nothing hides it; Landlock alone decides there
+                // No cover above it: the real tree is there, writable unless an earlier
+                // (shallower) grant was bound onto itself read-only. A grant whose access
+                // differs from that is bound onto itself: a read-only one stops writes and
+                // metadata changes (chmod, utimes: EROFS), which Landlock alone cannot; a
+                // read-write one inside it opens its part again.
+                let effective = bound
+                    .iter()
+                    .filter(|(b, _)| strictly_within(&g.path, b))
+                    .max_by_key(|(b, _)| b.components().count())
+                    .map_or(Access::Rw, |(_, a)| *a);
+                if g.access == effective {
+                    continue; // Landlock alone decides there
+                }
+                match self.not_symlink(&g.path, "grant")? {
+                    Some(kind) => {
+                        self.mounts.push(MountStep::BindBack {
+                            path: g.path.clone(),
+                            access: g.access,
+                            is_dir: kind == EntryKind::Dir,
+                        });
+                        bound.push((g.path.clone(), g.access));
+                    }
+                    None => self.note_absent(&g.path)?,
+                }
+                continue;
             }
             match self.not_symlink(&g.path, "grant")? {
                 Some(kind) => {
@@ -813,7 +837,7 @@ impl<'a> Planner<'a> {
                         access: g.access,
                         is_dir: kind == EntryKind::Dir,
                     });
-                    bound.push(g.path.clone());
+                    bound.push((g.path.clone(), g.access));
                 }
                 None => self.note_absent(&g.path)?,
             }
@@ -851,7 +875,7 @@ impl<'a> Planner<'a> {
                 // The enforcer makes a refused placeholder only inside a bound-back grant (a
                 // folder the person already lets the command write to).
                 None if !is_launcher
-                    && bound.iter().any(|b| strictly_within(&path, b))
+                    && bound.iter().any(|(b, _)| strictly_within(&path, b))
                     && self.creatable(&path)? =>
                 {
                     self.mounts.push(MountStep::Refuse {

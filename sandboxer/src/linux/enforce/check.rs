@@ -9,6 +9,7 @@ use super::error::{EnforceError, Layer};
 use super::landlock;
 use crate::linux::plan::{Gap, MountStep, Plan, Shape};
 use crate::paths::normalize;
+use crate::policy::Access;
 
 pub(super) fn plan(plan: &Plan) -> Result<(), EnforceError> {
     no_breaking_gaps(&plan.gaps)?;
@@ -91,21 +92,28 @@ fn normal_paths(plan: &Plan) -> Result<(), EnforceError> {
     Ok(())
 }
 
-/// A grant is bound back only into a root covered before it; anywhere else its mount point
-/// would be made on a real file system.
+/// A grant is bound back either into a root covered before it (its mount point is made on
+/// the cover), or onto itself where no cover lies above it (a read-only grant in the open
+/// tree, or a read-write grant inside such): then it must be bound over an earlier bind of
+/// the other access, or be read-only, since a read-write bind onto the real tree would change
+/// nothing. `mounts::attach` makes mount points only on covers, never on a real file system.
 fn bind_backs_covered(plan: &Plan) -> Result<(), EnforceError> {
     for (i, step) in plan.mounts.iter().enumerate() {
-        let MountStep::BindBack { path, .. } = step else {
+        let MountStep::BindBack { path, access, .. } = step else {
             continue;
         };
         let inside = |c: &Path| path.starts_with(c) && path != c;
-        let covered = plan.mounts[..i]
+        let earlier = &plan.mounts[..i];
+        let covered = earlier
             .iter()
-            .any(|earlier| matches!(earlier, MountStep::Cover { path: c, .. } if inside(c)));
-        if !covered {
+            .any(|e| matches!(e, MountStep::Cover { path: c, .. } if inside(c)));
+        let over_other_access = earlier.iter().any(|e| {
+            matches!(e, MountStep::BindBack { path: b, access: a, .. } if inside(b) && a != access)
+        });
+        if !covered && *access == Access::Rw && !over_other_access {
             return bad(format!(
-                "bind-back {} comes under no earlier cover; a grant is only bound back into a \
-                 covered root",
+                "bind-back rw {} comes under no earlier cover nor read-only bind; it would \
+                 change nothing",
                 path.display()
             ));
         }
