@@ -817,18 +817,6 @@ impl<'a> Planner<'a> {
                 if g.access == effective {
                     continue; // Landlock alone decides there
                 }
-                match self.not_symlink(&g.path, "grant")? {
-                    Some(kind) => {
-                        self.mounts.push(MountStep::BindBack {
-                            path: g.path.clone(),
-                            access: g.access,
-                            is_dir: kind == EntryKind::Dir,
-                        });
-                        bound.push((g.path.clone(), g.access));
-                    }
-                    None => self.note_absent(&g.path)?,
-                }
-                continue;
             }
             match self.not_symlink(&g.path, "grant")? {
                 Some(kind) => {
