@@ -276,7 +276,10 @@ pub struct Adapter {
 impl Adapter {
     /// Parses and validates adapter text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Adapter, AdapterError> {
-        let cx = Cx { text, file };
+        let cx = Cx {
+            lines: sandboxer::lines::LineIndex::new(text),
+            file,
+        };
         let raw: RawAdapter = toml::from_str(text).map_err(|e| {
             let message = e.message().trim().to_string();
             let field = message
@@ -540,21 +543,16 @@ impl Adapter {
 }
 
 struct Cx<'a> {
-    text: &'a str,
+    lines: sandboxer::lines::LineIndex,
     file: &'a str,
 }
 
 impl Cx<'_> {
     fn error(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> AdapterError {
-        let offset = span.start.min(self.text.len());
-        let before = &self.text[..offset];
         let (line, column) = if span == (0..0) {
             (0, 0)
         } else {
-            (
-                before.matches('\n').count() + 1,
-                before.rfind('\n').map_or(offset, |nl| offset - nl - 1) + 1,
-            )
+            self.lines.line_col(span.start)
         };
         AdapterError {
             file: self.file.into(),

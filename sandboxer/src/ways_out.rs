@@ -13,6 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::Target;
+use crate::lines::LineIndex;
 use crate::paths::normalize;
 
 /// The embedded list for `target`; `--profiles-dir DIR` reads `DIR/<target>/ways-out.toml`
@@ -155,7 +156,8 @@ pub fn expand_file(
     file: &str,
     env: &Env,
 ) -> Result<Vec<(PathBuf, String)>, WaysOutError> {
-    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let lines = LineIndex::new(text);
+    let line_of = |offset: usize| lines.line(offset);
     let err = |line: usize, field: &str, message: String| WaysOutError {
         file: file.into(),
         line,

@@ -69,7 +69,8 @@ pub struct Statement {
 
 /// Loads the statements; errors name the file, line and field.
 pub fn load(text: &str, file: &str) -> Result<Vec<Statement>, ContractError> {
-    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let lines = sandboxer::lines::LineIndex::new(text);
+    let line_of = |offset: usize| lines.line(offset);
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(s.start));
         ContractError::Load(format!("{file}:{line}: {}", e.message().trim()))

@@ -14,6 +14,7 @@ use super::{
     Access, Base, ClosedBase, Enforce, Grant, LauncherSet, LinuxKnobs, MacosKnobs, Origin, Policy,
     Rule, launchers::LauncherPath,
 };
+use crate::lines::LineIndex;
 use crate::paths::{canonicalize_existing_prefix, normalize};
 use crate::target::Target;
 
@@ -263,14 +264,10 @@ impl Policy {
 
     /// Parses and resolves policy text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str, opts: &ResolveOptions) -> Result<Policy, PolicyError> {
-        let line_starts = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-            .collect();
         let cx = Cx {
-            text,
             file,
             opts,
-            line_starts,
+            lines: LineIndex::new(text),
         };
         let raw: RawPolicy = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
         cx.resolve(raw)
@@ -278,25 +275,14 @@ impl Policy {
 }
 
 struct Cx<'a> {
-    text: &'a str,
     file: &'a str,
     opts: &'a ResolveOptions,
-    /// Byte offset where each line starts; `line_starts[0] == 0`.
-    line_starts: Vec<usize>,
+    lines: LineIndex,
 }
 
 impl Cx<'_> {
-    /// 1-based line and column of a byte offset, by binary search over the line starts
-    /// (a policy with 10 000 rules must not rescan the text per rule).
-    fn line_col(&self, offset: usize) -> (usize, usize) {
-        let offset = offset.min(self.text.len());
-        let line = self.line_starts.partition_point(|&start| start <= offset);
-        let start = self.line_starts[line - 1];
-        (line, offset - start + 1)
-    }
-
     fn error(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> PolicyError {
-        let (line, column) = self.line_col(span.start);
+        let (line, column) = self.lines.line_col(span.start);
         PolicyError {
             file: self.file.into(),
             line,
@@ -309,7 +295,7 @@ impl Cx<'_> {
     fn origin(&self, span: &Range<usize>, field: &str) -> Origin {
         Origin {
             file: self.file.into(),
-            line: self.line_col(span.start).0,
+            line: self.lines.line(span.start),
             field: field.into(),
         }
     }

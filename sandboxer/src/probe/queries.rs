@@ -25,6 +25,7 @@ use toml::Spanned;
 
 use super::ops::{Operand, ProbeOp};
 use crate::Verdict;
+use crate::lines::LineIndex;
 use crate::target::Target;
 
 /// A query file that cannot be used, with where and why.
@@ -228,21 +229,13 @@ struct RawExpect {
 }
 
 struct Cx<'a> {
-    text: &'a str,
+    lines: LineIndex,
     file: &'a str,
 }
 
 impl Cx<'_> {
-    fn line_col(&self, offset: usize) -> (usize, usize) {
-        let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rfind('\n').map_or(offset, |nl| offset - nl - 1) + 1;
-        (line, column)
-    }
-
     fn error(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> QueryError {
-        let (line, column) = self.line_col(span.start);
+        let (line, column) = self.lines.line_col(span.start);
         QueryError {
             file: self.file.into(),
             line,
@@ -280,7 +273,10 @@ pub fn load(
     file: &str,
     known: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Probe>, QueryError> {
-    let cx = Cx { text, file };
+    let cx = Cx {
+        lines: LineIndex::new(text),
+        file,
+    };
     let raw: RawFile = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
     if *raw.version.get_ref() != 1 {
         return Err(cx.error(
@@ -309,7 +305,7 @@ pub fn load(
                 format!("{name:?}: a probe name is lower-case letters, digits and '-'"),
             ));
         }
-        let line = cx.line_col(p.name.span().start).0;
+        let line = cx.lines.line(p.name.span().start);
         if let Some(prev) = seen.insert(name.clone(), line) {
             return Err(cx.error(
                 p.name.span(),
