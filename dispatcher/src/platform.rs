@@ -371,30 +371,13 @@ pub struct TmuxSession {
 /// Starts the launch in a detached tmux session on the dispatcher's own server, whose socket
 /// lives inside the state root (protected: no confined process can reach it).
 pub fn start_tmux(state: &StateRoot, launch: &Launch) -> Result<TmuxSession> {
-    let socket = state.tmux_dir().join("default");
-    let name = format!("chat-{}", launch.chat);
-    let base = command(launch)?; // validates the binaries
-    let mut cmd = Command::new("tmux");
-    cmd.arg("-S")
-        .arg(&socket)
-        .args(["new-session", "-d", "-s", &name, "-c"]);
-    cmd.arg(&launch.cwd);
-    for (k, v) in &launch.env_set {
-        cmd.arg("-e").arg(format!("{k}={v}"));
-    }
-    cmd.arg("--")
-        .args(tmux_command_args(base.get_program(), base.get_args()));
-    for k in &launch.env_removed {
-        cmd.env_remove(k);
-    }
-    let out = cmd.output().context("cannot run tmux (is it installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "tmux new-session failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(TmuxSession { socket, name })
+    use crate::server::tmux;
+    let socket = tmux::socket(state);
+    tmux::run_new_session(tmux::new_session(&socket, launch)?)?;
+    Ok(TmuxSession {
+        socket,
+        name: tmux::session_name(&launch.chat),
+    })
 }
 
 /// A command line as tmux must be given it so that it runs exactly `program args…`.

@@ -55,30 +55,30 @@ pub fn available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Starts the launch in a detached session, tagged with `launch_id`, kept after exit.
-pub fn start(socket: &Path, launch: &Launch, launch_id: &str) -> Result<String> {
-    let name = session_name(&launch.chat);
-    let base = platform::command(launch)?;
+/// `tmux new-session` for the launch on the server at `socket`: detached, named
+/// [`session_name`], in the launch's working folder and environment, running exactly its
+/// command line ([`platform::tmux_command_args`]). More tmux commands may be appended after a
+/// `;` argument; [`run_new_session`] runs it.
+pub fn new_session(socket: &Path, launch: &Launch) -> Result<Command> {
+    let base = platform::command(launch)?; // validates the binaries
     let mut cmd = tmux(socket);
-    cmd.args(["new-session", "-d", "-s", &name, "-c"])
+    cmd.args(["new-session", "-d", "-s", &session_name(&launch.chat), "-c"])
         .arg(&launch.cwd);
     for (k, v) in &launch.env_set {
         cmd.arg("-e").arg(format!("{k}={v}"));
     }
-    cmd.arg("--")
-        .args(platform::tmux_command_args(
-            base.get_program(),
-            base.get_args(),
-        ))
-        // The same command queue: tmux handles the pane's exit only after these ran.
-        .args([";", "set-option", "-w", "-t"])
-        .arg(format!("={name}:"))
-        .args(["remain-on-exit", "on", ";", "set-option", "-t"])
-        .arg(format!("={name}:"))
-        .args([TAG, launch_id]);
+    cmd.arg("--").args(platform::tmux_command_args(
+        base.get_program(),
+        base.get_args(),
+    ));
     for k in &launch.env_removed {
         cmd.env_remove(k);
     }
+    Ok(cmd)
+}
+
+/// Runs a [`new_session`] command line; a failure carries tmux's own message.
+pub fn run_new_session(mut cmd: Command) -> Result<()> {
     let out = cmd.output().context("cannot run tmux (is it installed?)")?;
     if !out.status.success() {
         bail!(
@@ -86,6 +86,20 @@ pub fn start(socket: &Path, launch: &Launch, launch_id: &str) -> Result<String> 
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
+    Ok(())
+}
+
+/// Starts the launch in a detached session, tagged with `launch_id`, kept after exit.
+pub fn start(socket: &Path, launch: &Launch, launch_id: &str) -> Result<String> {
+    let name = session_name(&launch.chat);
+    let mut cmd = new_session(socket, launch)?;
+    // The same command queue: tmux handles the pane's exit only after these ran.
+    cmd.args([";", "set-option", "-w", "-t"])
+        .arg(format!("={name}:"))
+        .args(["remain-on-exit", "on", ";", "set-option", "-t"])
+        .arg(format!("={name}:"))
+        .args([TAG, launch_id]);
+    run_new_session(cmd)?;
     Ok(name)
 }
 
