@@ -551,40 +551,29 @@ impl Supervisor {
         self.failpoint("spawned");
 
         // 3. Started, then the record.
-        if let Err(e) = events.append(&Event::started(&launch)) {
-            let mut running = Running {
-                record,
-                events,
-                bridge: Some(bridge),
-                proc,
-                tails,
-                adopted: false,
-                dead_since: None,
-            };
+        let mut running = Running {
+            record,
+            events,
+            bridge: Some(bridge),
+            proc,
+            tails,
+            adopted: false,
+            dead_since: None,
+        };
+        if let Err(e) = running.events.append(&Event::started(&launch)) {
             self.kill_now(&mut running, child);
             let Running { record, events, .. } = running;
             return Err(self.fail_launch(record, Some(&events), internal(e)));
         }
         self.failpoint("started");
-        record.phase = Phase::Running;
-        if let Err(e) = record.save(&self.state) {
+        running.record.phase = Phase::Running;
+        if let Err(e) = running.record.save(&self.state) {
             // The event log already says started: a restart adopts the chat from it.
             warn(format!(
                 "chat {chat}: the journal record was not updated: {e}"
             ));
         }
-        Ok((
-            Running {
-                record,
-                events,
-                bridge: Some(bridge),
-                proc,
-                tails,
-                adopted: false,
-                dead_since: None,
-            },
-            child,
-        ))
+        Ok((running, child))
     }
 
     /// Records a launch that did not start (or was rolled back) and returns the error.
