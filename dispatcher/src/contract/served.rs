@@ -699,23 +699,7 @@ fn launch_body(r: &Runner<'_>, a: &Adapter, supervision: &str, cli_args: Vec<Str
 
 /// Every event of `launch` in the chat's log.
 fn launch_events(client: &Client, chat: &str, launch: &str) -> Result<Vec<Value>, String> {
-    let mut all = Vec::new();
-    let mut after = 0u64;
-    loop {
-        let v = client
-            .call(
-                "GET",
-                &format!("/v1/chats/{chat}/events?after={after}"),
-                None,
-            )
-            .and_then(|r| r.ok())
-            .map_err(|e| format!("{e:#}"))?;
-        all.extend(v["events"].as_array().cloned().unwrap_or_default());
-        after = v["next"].as_u64().unwrap_or(0);
-        if !v["more"].as_bool().unwrap_or(false) {
-            break;
-        }
-    }
+    let all = client.events(chat, 0).map_err(|e| format!("{e:#}"))?;
     // A launch's events run from its `launching` to the next launch's.
     let start = all
         .iter()

@@ -58,7 +58,7 @@ pub enum ChatsCmd {
         chat: String,
         /// Skip the first N events.
         #[arg(long, default_value_t = 0)]
-        after: usize,
+        after: u64,
         /// One JSON object per line (JSONL) instead of the one-line summaries.
         #[arg(long)]
         json: bool,
@@ -211,25 +211,11 @@ pub fn chats(state: &StateRoot, cmd: ChatsCmd) -> Result<ExitCode> {
             }
         }
         ChatsCmd::Events { chat, after, json } => {
-            let mut after = after;
-            loop {
-                let v = client
-                    .call(
-                        "GET",
-                        &format!("/v1/chats/{chat}/events?after={after}"),
-                        None,
-                    )?
-                    .ok()?;
-                for e in v["events"].as_array().into_iter().flatten() {
-                    if json {
-                        println!("{e}");
-                    } else {
-                        println!("{}", summarize_event(e));
-                    }
-                }
-                after = v["next"].as_u64().unwrap_or(0) as usize;
-                if !v["more"].as_bool().unwrap_or(false) {
-                    break;
+            for e in client.events(&chat, after)? {
+                if json {
+                    println!("{e}");
+                } else {
+                    println!("{}", summarize_event(&e));
                 }
             }
         }

@@ -122,6 +122,26 @@ impl Client {
         })?;
         Ok(Reply { status, body })
     }
+
+    /// Every event of `chat`'s log after the first `after`, page by page.
+    pub fn events(&self, chat: &str, after: u64) -> Result<Vec<Value>> {
+        let mut all = Vec::new();
+        let mut after = after;
+        loop {
+            let v = self
+                .call(
+                    "GET",
+                    &format!("/v1/chats/{chat}/events?after={after}"),
+                    None,
+                )?
+                .ok()?;
+            all.extend(v["events"].as_array().cloned().unwrap_or_default());
+            after = v["next"].as_u64().unwrap_or(0);
+            if !v["more"].as_bool().unwrap_or(false) {
+                return Ok(all);
+            }
+        }
+    }
 }
 
 /// Linux: the socket listening on 127.0.0.1:`port` must be this user's (`/proc/net/tcp`).
