@@ -277,17 +277,11 @@ impl Adapter {
     /// Parses and validates adapter text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Adapter, AdapterError> {
         let cx = Cx {
-            lines: sandboxer::lines::LineIndex::new(text),
+            lines: sandboxer::located::LineIndex::new(text),
             file,
         };
         let raw: RawAdapter = toml::from_str(text).map_err(|e| {
-            let message = e.message().trim().to_string();
-            let field = message
-                .split('`')
-                .nth(1)
-                .filter(|_| message.contains("field"))
-                .unwrap_or("(syntax)")
-                .to_string();
+            let (field, message) = sandboxer::located::toml_field_and_message(&e);
             cx.error(e.span().unwrap_or(0..0), &field, message)
         })?;
         if *raw.version.get_ref() != 1 {
@@ -543,7 +537,7 @@ impl Adapter {
 }
 
 struct Cx<'a> {
-    lines: sandboxer::lines::LineIndex,
+    lines: sandboxer::located::LineIndex,
     file: &'a str,
 }
 

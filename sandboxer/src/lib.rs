@@ -5,8 +5,8 @@
 //! a Seatbelt profile for macOS, a namespace + Landlock plan for Linux — and every backend is
 //! tested against `decide`. This crate knows nothing of chats, workflows or CLIs.
 
-pub mod lines;
 pub mod linux;
+pub mod located;
 pub mod macos;
 pub mod paths;
 pub mod policy;

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::Target;
-use crate::lines::LineIndex;
+use crate::located::LineIndex;
 use crate::paths::normalize;
 
 /// The embedded list for `target`; `--profiles-dir DIR` reads `DIR/<target>/ways-out.toml`

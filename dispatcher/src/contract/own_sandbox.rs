@@ -69,7 +69,7 @@ pub struct Statement {
 
 /// Loads the statements; errors name the file, line and field.
 pub fn load(text: &str, file: &str) -> Result<Vec<Statement>, ContractError> {
-    let lines = sandboxer::lines::LineIndex::new(text);
+    let lines = sandboxer::located::LineIndex::new(text);
     let line_of = |offset: usize| lines.line(offset);
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(s.start));

@@ -14,7 +14,7 @@ use super::{
     Access, Base, ClosedBase, Enforce, Grant, LauncherSet, LinuxKnobs, MacosKnobs, Origin, Policy,
     Rule, launchers::LauncherPath,
 };
-use crate::lines::LineIndex;
+use crate::located::LineIndex;
 use crate::paths::{canonicalize_existing_prefix, normalize};
 use crate::target::Target;
 
@@ -301,14 +301,7 @@ impl Cx<'_> {
     }
 
     fn toml_error(&self, e: &toml::de::Error) -> PolicyError {
-        let message = e.message().trim().to_string();
-        // serde names the offending key in its message ("unknown field `x`"); keep it whole.
-        let field = message
-            .split('`')
-            .nth(1)
-            .filter(|_| message.contains("field"))
-            .unwrap_or("(syntax)")
-            .to_string();
+        let (field, message) = crate::located::toml_field_and_message(e);
         match e.span() {
             Some(span) => self.error(span, &field, message),
             None => PolicyError {

@@ -25,7 +25,7 @@ use toml::Spanned;
 
 use super::ops::{Operand, ProbeOp};
 use crate::Verdict;
-use crate::lines::LineIndex;
+use crate::located::LineIndex;
 use crate::target::Target;
 
 /// A query file that cannot be used, with where and why.
@@ -246,13 +246,7 @@ impl Cx<'_> {
     }
 
     fn toml_error(&self, e: &toml::de::Error) -> QueryError {
-        let message = e.message().trim().to_string();
-        let field = message
-            .split('`')
-            .nth(1)
-            .filter(|_| message.contains("field"))
-            .unwrap_or("(syntax)")
-            .to_string();
+        let (field, message) = crate::located::toml_field_and_message(e);
         match e.span() {
             Some(span) => self.error(span, &field, message),
             None => QueryError {

@@ -1,5 +1,5 @@
-//! Where a byte offset of a text file is, for errors that name the file, line and column
-//! (every data file of the project: policies, query files, adapters, ways-out lists).
+//! Places in the project's data files (policies, query files, adapters, ways-out lists), for
+//! errors that name the file, line, column and field.
 
 /// The offsets where each line of a text starts, built once, so that many errors (or a
 /// policy with 10 000 rules) do not rescan the text per place.
@@ -33,6 +33,19 @@ impl LineIndex {
     }
 }
 
+/// The message of a TOML (serde) error, and the field it names: serde names the offending key
+/// in its message ("unknown field `x`", "missing field `y`"); anything else is `(syntax)`.
+pub fn toml_field_and_message(e: &toml::de::Error) -> (String, String) {
+    let message = e.message().trim().to_string();
+    let field = message
+        .split('`')
+        .nth(1)
+        .filter(|_| message.contains("field"))
+        .unwrap_or("(syntax)")
+        .to_string();
+    (field, message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +73,19 @@ mod tests {
             assert_eq!((line, col), want, "offset {offset}");
         }
         assert_eq!(LineIndex::new("").line_col(5), (1, 1));
+    }
+
+    #[test]
+    fn toml_errors_name_their_field() {
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct T {
+            a: i64,
+        }
+        let field = |text: &str| toml_field_and_message(&toml::from_str::<T>(text).unwrap_err()).0;
+        assert_eq!(field("a = 1\nb = 2\n"), "b");
+        assert_eq!(field(""), "a");
+        assert_eq!(field("a = \n"), "(syntax)");
     }
 }
