@@ -1,6 +1,35 @@
 //! Places in the project's data files (policies, query files, adapters, ways-out lists), for
 //! errors that name the file, line, column and field.
 
+use std::fmt;
+
+/// A data file that cannot be used, with where and why: `file:line:column: field: message`,
+/// or `file: field: message` when the error is not at a place in the file (`line` 0).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct DataFileError {
+    pub file: String,
+    /// 1-based; 0 when the error is not at a place in the file (e.g. a bad `--home`).
+    pub line: usize,
+    pub column: usize,
+    /// The field, as a path into the document: `grant[2].path`, `probe[3].target`.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for DataFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}: {}", self.file, self.field, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}: {}",
+                self.file, self.line, self.column, self.field, self.message
+            )
+        }
+    }
+}
+
 /// The offsets where each line of a text starts, built once, so that many errors (or a
 /// policy with 10 000 rules) do not rescan the text per place.
 #[derive(Clone, Debug)]

@@ -3,7 +3,6 @@
 //! the kernel will see it is an error, not a best effort.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 
@@ -28,30 +27,7 @@ pub fn default_policy(target: Target) -> &'static str {
 }
 
 /// A policy that cannot be loaded, with where and why.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub struct PolicyError {
-    pub file: String,
-    /// 1-based; 0 when the error is not at a place in the file (e.g. a bad `--home`).
-    pub line: usize,
-    pub column: usize,
-    /// The field, as a path into the document: `grant[2].path`.
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}: {}: {}", self.file, self.field, self.message)
-        } else {
-            write!(
-                f,
-                "{}:{}:{}: {}: {}",
-                self.file, self.line, self.column, self.field, self.message
-            )
-        }
-    }
-}
+pub type PolicyError = crate::located::DataFileError;
 
 /// How to resolve a policy: for which OS, whose home, and whether the paths exist here.
 #[derive(Clone, Debug)]

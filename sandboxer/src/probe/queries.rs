@@ -17,7 +17,6 @@
 //! vocabulary; the harness takes whatever its vars file defines): [`load`] is given the set.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -29,30 +28,7 @@ use crate::located::LineIndex;
 use crate::target::Target;
 
 /// A query file that cannot be used, with where and why.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub struct QueryError {
-    pub file: String,
-    /// 1-based; 0 when the error is not at a place in the file.
-    pub line: usize,
-    pub column: usize,
-    /// The field, as a path into the document: `probe[3].target`.
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for QueryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}: {}: {}", self.file, self.field, self.message)
-        } else {
-            write!(
-                f,
-                "{}:{}:{}: {}: {}",
-                self.file, self.line, self.column, self.field, self.message
-            )
-        }
-    }
-}
+pub type QueryError = crate::located::DataFileError;
 
 /// A piece of a template.
 #[derive(Clone, Debug, PartialEq, Eq)]
