@@ -87,6 +87,11 @@ impl Placeholders {
             }
             let mut held = false;
             for _ in 0..ATTEMPTS {
+                if placeholders.hold(path)? {
+                    held = true;
+                    break;
+                }
+                // Gone (or replaced) before it was locked: made anew if missing, then locked.
                 if !exists(path)? {
                     let anchor = match step {
                         MountStep::Cover { is_dir: false, .. } => {
@@ -103,10 +108,6 @@ impl Placeholders {
                         _ => existing_ancestor(path)?,
                     };
                     placeholders.make(&anchor, path)?;
-                }
-                if placeholders.hold(path)? {
-                    held = true;
-                    break;
                 }
             }
             if !held {
