@@ -192,19 +192,7 @@ pub fn macos_resolve_options(
     let on_a_mac = Target::Macos.is_host();
     let mut opts =
         sandboxer::policy::ResolveOptions::new(Target::Macos, home.to_path_buf(), on_a_mac)?;
-    let mut env = if on_a_mac {
-        Env::from_process(home)
-    } else {
-        let user = home
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        // SAFETY: getuid cannot fail.
-        Env::for_other_machine(unsafe { libc::getuid() }, &user, home)
-    };
-    if let Some(uid) = uid {
-        env.uid = uid;
-    }
+    let env = Env::for_target(Target::Macos, home, uid, None);
     opts.ways_out = ways_out::load(Target::Macos, None, &env)?;
     Ok(opts)
 }

@@ -73,17 +73,35 @@ impl Env {
         }
     }
 
-    /// For a person on another machine (a Mac's profile rendered elsewhere): their uid, name
-    /// and home, and no environment variables — that machine's are unknown, so the entries
-    /// that need one are left out.
-    pub fn for_other_machine(uid: u32, user: &str, home: &Path) -> Env {
-        Env {
-            uid,
-            user: user.to_string(),
-            home: home.to_path_buf(),
-            vars: BTreeMap::new(),
-            extra: Vec::new(),
+    /// Whose ways out a policy for `target` gets: on this machine, this process's user and
+    /// environment ([`Env::from_process`]); for another machine (a Mac's profile rendered
+    /// elsewhere), `uid` (default: this process's) and `user` (default: the home's last
+    /// component) and no environment variables — that machine's are unknown here, so the
+    /// entries that need one are left out. `uid` and `user` override the process's too.
+    #[cfg(unix)]
+    pub fn for_target(target: Target, home: &Path, uid: Option<u32>, user: Option<&str>) -> Env {
+        let mut env = if target.is_host() {
+            Env::from_process(home)
+        } else {
+            Env {
+                // SAFETY: getuid cannot fail.
+                uid: unsafe { libc::getuid() },
+                user: home
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                home: home.to_path_buf(),
+                vars: BTreeMap::new(),
+                extra: Vec::new(),
+            }
+        };
+        if let Some(uid) = uid {
+            env.uid = uid;
         }
+        if let Some(user) = user {
+            env.user = user.to_string();
+        }
+        env
     }
 
     /// A set, non-empty variable. Programs treat an empty value as unset, and so do we.

@@ -79,7 +79,12 @@ fn mac(text: &str) -> Policy {
 fn mac_with_ways_out(text: &str) -> Policy {
     use sandboxer::ways_out::{self, Env};
     let mut opts = opts();
-    let env = Env::for_other_machine(501, "ada", Path::new("/Users/ada"));
+    let env = Env::for_target(
+        Target::Macos,
+        Path::new("/Users/ada"),
+        Some(501),
+        Some("ada"),
+    );
     opts.ways_out = ways_out::load(Target::Macos, None, &env).unwrap();
     Policy::from_toml(text, "policy.toml", &opts).unwrap()
 }

@@ -34,11 +34,6 @@ pub struct PolicyArgs {
     pub user: Option<String>,
 }
 
-fn this_uid() -> u32 {
-    // SAFETY: getuid cannot fail.
-    unsafe { libc::getuid() }
-}
-
 pub fn parse_target(s: &str) -> Result<Target, String> {
     Target::parse(s).ok_or_else(|| format!("unknown target {s:?}; expected macos or linux"))
 }
@@ -87,22 +82,7 @@ impl PolicyArgs {
         if target == Target::Linux && !target.is_host() {
             return Ok(());
         }
-        let mut env = if target.is_host() {
-            Env::from_process(&opts.home)
-        } else {
-            let user = opts
-                .home
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            Env::for_other_machine(this_uid(), &user, &opts.home)
-        };
-        if let Some(uid) = self.uid {
-            env.uid = uid;
-        }
-        if let Some(user) = &self.user {
-            env.user = user.clone();
-        }
+        let env = Env::for_target(target, &opts.home, self.uid, self.user.as_deref());
         opts.ways_out = ways_out::load(target, self.profiles_dir.as_deref(), &env)
             .context("loading the ways-out list")?;
         Ok(())
