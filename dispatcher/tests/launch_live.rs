@@ -601,6 +601,23 @@ fn bad_input_is_refused_and_changes_nothing() {
     let cases: &[(&[&str], &str)] = &[
         (
             &[
+                "profile",
+                "--cli",
+                "claude",
+                "--chat",
+                "c",
+                "--workflow",
+                "w",
+                "--target-os",
+                "macos",
+                "--user",
+                "ada",
+                "--uid=-1",
+            ],
+            "invalid value '-1' for '--uid <N>'",
+        ),
+        (
+            &[
                 "launch",
                 "--cli",
                 "nope",

@@ -475,6 +475,13 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.message.contains("$TMUX"), "{err}");
+        let err = expand(
+            Target::Macos,
+            embedded(Target::Macos),
+            &env(&[("VSCODE_IPC_HOOK_CLI", "vscode-ipc.sock")]),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("$VSCODE_IPC_HOOK_CLI"), "{err}");
         // A TCP display (`host:0`) has no socket to refuse.
         let list = expand(
             Target::Macos,

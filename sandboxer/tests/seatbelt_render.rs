@@ -139,6 +139,30 @@ fn macos_ways_out_are_refused() {
     }
 }
 
+/// `--uid` takes a number: anything else is refused before anything is rendered or written.
+#[test]
+fn cli_refuses_a_bad_uid() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("p.sb");
+    for bad in ["abc", "-1", "4294967296"] {
+        let uid = format!("--uid={bad}");
+        let out = sandboxer(&[
+            "render",
+            "--target",
+            "macos",
+            "--home",
+            "/Users/ada",
+            &uid,
+            "--out",
+            out_file.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--uid"), "{bad}: {err}");
+        assert!(!out_file.exists(), "{bad}: a profile was written");
+    }
+}
+
 fn unblocked(text: &str) -> String {
     format!("{text}\n[launchers]\nblock = false\n")
 }

@@ -236,3 +236,16 @@ fn bad_home_is_refused() {
         );
     }
 }
+
+/// `[macos] ways_out` takes a boolean; anything else is an error at its place, and an
+/// unknown key beside it too.
+#[test]
+fn macos_ways_out_must_be_a_boolean() {
+    let e = err("version = 1\nbase = \"open\"\n[macos]\nways_out = \"yes\"\n");
+    assert_eq!((e.line, e.column), (4, 12), "{e}");
+    assert!(e.message.contains("expected a boolean"), "{e}");
+    let e = err("version = 1\nbase = \"open\"\n[macos]\nways_outs = true\n");
+    assert_eq!((e.line, e.field.as_str()), (4, "ways_outs"), "{e}");
+    let p = mac("version = 1\nbase = \"open\"\n[macos]\nways_out = false\n").unwrap();
+    assert!(!p.macos.ways_out);
+}
