@@ -1241,6 +1241,50 @@ fn process_passthrough(r: &Runner) {
     let ran = fx.run(fx.exec(r, &[], &sh("yes | head -n 1")), None);
     assert_eq!((ran.code, ran.stderr.as_str()), (Some(0), ""), "{ran:?}");
 
+    // The CPUs the command may use are the caller's, in both shapes, although the sandbox's
+    // first process is moved to another CPU while the caller plans: without a restriction,
+    // and under `taskset` to the last CPU (so that "another CPU" is outside what it allows).
+    // Landlock-only runs a policy it can enforce on any ABI: nothing protected.
+    let open = fx.root.join("open.toml");
+    fs::write(
+        &open,
+        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n",
+    )
+    .unwrap();
+    chown_tree(&open, r.uid, r.gid);
+    let cpus = sh("grep '^Cpus_allowed_list:' /proc/self/status");
+    let last = (std::thread::available_parallelism().map_or(1, |n| n.get()) - 1).to_string();
+    let pinned = |command: Vec<OsString>| {
+        let mut a = argv(["taskset", "-c", last.as_str()]);
+        a.extend(command);
+        fx.as_runner(r, &a)
+    };
+    for shape in ["masks", "landlock-only"] {
+        let mut exec = fx.exec_argv(r, &["--enforce", shape], &cpus);
+        if shape == "landlock-only" {
+            exec[3] = open.clone().into(); // after `exec --policy`
+        }
+        let outside = fx.run(fx.bare(r, &cpus), None);
+        let inside = fx.run(fx.as_runner(r, &exec), None);
+        assert_eq!(
+            (inside.code, &inside.stdout),
+            (Some(0), &outside.stdout),
+            "{shape}: {inside:?}"
+        );
+        let outside = fx.run(pinned(cpus.clone()), None);
+        let inside = fx.run(pinned(exec), None);
+        assert_eq!(
+            outside.stdout,
+            format!("Cpus_allowed_list:\t{last}\n"),
+            "{outside:?}"
+        );
+        assert_eq!(
+            (inside.code, &inside.stdout),
+            (Some(0), &outside.stdout),
+            "{shape}: {inside:?}"
+        );
+    }
+
     // Not found: 127, and the sandbox says so.
     let ran = fx.run(fx.exec(r, &[], &argv(["/nonexistent/program"])), None);
     assert_eq!(ran.code, Some(127), "{ran:?}");
@@ -1492,6 +1536,30 @@ fn fail_closed_planner(r: &Runner) {
         !marker_file.exists(),
         "the command ran although its plan's gaps break the policy"
     );
+
+    // A launch starts the masks shape's namespaces before it reads the policy; a policy that
+    // does not load (or a plan that is never made) leaves nothing behind: the command never
+    // ran, and no process of that sandbox is left (their command lines hold the marker path).
+    let broken = fx.root.join("broken.toml");
+    fs::write(
+        &broken,
+        "version = 1\nbase = \"open\"\n[[grant]]\npath = 3\n",
+    )
+    .unwrap();
+    chown(&broken, Some(fx.uid), Some(fx.gid)).unwrap();
+    let mut exec = fx.exec_argv(r, &["--enforce", "masks"], &touch);
+    exec[3] = broken.into();
+    let ran = fx.run(fx.as_runner(r, &exec), None);
+    assert_eq!(ran.code, Some(2), "{ran:?}");
+    assert!(ran.stderr.contains("broken.toml"), "{ran:?}");
+    assert!(!marker_file.exists(), "the command ran without a policy");
+    let left: Vec<String> = fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&p(&marker_file)))
+        .collect();
+    assert!(left.is_empty(), "sandbox processes left behind: {left:?}");
 
     // Control: the same command with the real facts runs.
     let ran = fx.run(fx.exec(r, &["--enforce", "masks"], &touch), None);

@@ -7,10 +7,12 @@
 //! computed ([`enforce::run_checking`]): the command runs only if none breaks the policy. If
 //! one does, or the shape cannot be planned, the fallback rule runs in full. When the
 //! namespaces turn out not to work, the namespace probe says what this machine can do and the
-//! fallback rule runs again with what it found.
+//! fallback rule runs again with what it found. When that first shape is masks, its
+//! namespaces are made while the plan is made ([`enforce::Started`]); a caller that has not
+//! loaded its policy yet can start them even earlier ([`start_ahead`]).
 
 use crate::Policy;
-use crate::linux::enforce::{self, Command, EnforceError, Layer, Outcome};
+use crate::linux::enforce::{self, Command, EnforceError, Layer, Outcome, Started};
 use crate::linux::facts;
 use crate::linux::plan::{Facts, Plan, Shape};
 use crate::linux::planner::{self, HostFs, Refusal};
@@ -74,10 +76,32 @@ pub fn unprobed_facts() -> Facts {
     }
 }
 
+/// The masks shape's processes for `command`, started before the policy is loaded, for
+/// [`launch_started`]: `how` is the fallback rule asked for on the command line, `None` when
+/// the policy's own decides. `None` when the first shape tried will not be masks, or when
+/// they could not be started (the launch then tries again, and reports what fails).
+pub fn start_ahead(how: Option<Enforce>, command: &Command) -> Option<Started> {
+    match how {
+        Some(Enforce::LandlockOnly) => None,
+        Some(Enforce::Auto | Enforce::Masks) | None => Started::new(command).ok(),
+    }
+}
+
 /// Confines `command` under `policy` with the fallback rule `how`, starting from `facts`
 /// ([`unprobed_facts`], or the probe's when the caller has them), and runs it.
 pub fn launch(policy: &Policy, facts: &Facts, how: Enforce, command: &Command) -> Ended {
-    if let Some(ended) = launch_first_shape(policy, facts, how, command) {
+    launch_started(None, policy, facts, how, command)
+}
+
+/// [`launch`], in processes from [`start_ahead`] when they fit (they are stopped otherwise).
+pub fn launch_started(
+    ahead: Option<Started>,
+    policy: &Policy,
+    facts: &Facts,
+    how: Enforce,
+    command: &Command,
+) -> Ended {
+    if let Some(ended) = launch_first_shape(ahead, policy, facts, how, command) {
         return ended;
     }
     match planner::choose_with(policy, facts, &HostFs, how) {
@@ -95,10 +119,11 @@ pub fn run_plan(plan: &Plan, command: &Command) -> Ended {
 }
 
 /// Plans the first shape the fallback rule tries (`landlock-only` when asked for alone, else
-/// `masks`) and runs it while its gaps are computed. `None` when the rest of the fallback rule
-/// must decide: the shape cannot be planned here, or its gaps break the policy (then nothing
-/// was run).
+/// `masks`, whose processes start first) and runs it while its gaps are computed. `None` when
+/// the rest of the fallback rule must decide: the shape cannot be planned here, or its gaps
+/// break the policy (then nothing was run).
 fn launch_first_shape(
+    ahead: Option<Started>,
     policy: &Policy,
     facts: &Facts,
     how: Enforce,
@@ -108,6 +133,11 @@ fn launch_first_shape(
         Enforce::LandlockOnly => Shape::LandlockOnly,
         Enforce::Auto | Enforce::Masks => Shape::Masks,
     };
+    let started = match ahead.filter(|s| s.command() == command) {
+        _ if shape != Shape::Masks => None,
+        Some(started) => Some(started),
+        None => Started::new(command).ok(),
+    };
     let unchecked = planner::prepare_with(policy, facts, shape, &HostFs).ok()?;
     let mut refused = false;
     let mut check = || {
@@ -115,7 +145,10 @@ fn launch_first_shape(
         refused = gaps.iter().any(|g| g.breaks_policy);
         Ok(gaps)
     };
-    let result = enforce::run_checking(unchecked.plan(), command, &mut check);
+    let result = match started {
+        Some(started) => started.run_checking(unchecked.plan(), &mut check),
+        None => enforce::run_checking(unchecked.plan(), command, &mut check),
+    };
     if refused {
         return None;
     }

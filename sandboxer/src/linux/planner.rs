@@ -575,11 +575,11 @@ struct Planner<'a> {
     /// The children of each folder on the way to a point (see [`Children`]).
     children: Children,
     /// What Landlock must allow at each path asked about (see [`Planner::targets`]).
-    targets: HashMap<PathBuf, Ops>,
+    targets: HashMap<OsString, Ops>,
     /// What the filesystem said is at each path asked about (see [`Planner::kind`]), by the
     /// path's bytes.
     kinds: std::cell::RefCell<HashMap<OsString, Option<EntryKind>>>,
-    memo: HashMap<PathBuf, (Rights, Rights, Rights)>,
+    memo: HashMap<OsString, (Rights, Rights, Rights)>,
     rules: Vec<LandlockRule>,
     /// Indices of rules put on an entry beside a rule path (hole punching).
     sibling_rules: BTreeSet<usize>,
@@ -899,11 +899,11 @@ impl<'a> Planner<'a> {
     /// which masks and Landlock follow by inode). Asked for a few paths many times over, so
     /// remembered.
     fn targets(&mut self, q: &Path) -> Ops {
-        if let Some(t) = self.targets.get(q) {
+        if let Some(t) = self.targets.get(q.as_os_str()) {
             return *t;
         }
         let t = self.compute_targets(q);
-        self.targets.insert(q.to_path_buf(), t);
+        self.targets.insert(q.as_os_str().to_owned(), t);
         t
     }
 
@@ -915,18 +915,16 @@ impl<'a> Planner<'a> {
             Shape::Masks => governing(&self.mounts, q),
             Shape::LandlockOnly => None,
         };
-        let mut write_allowed: Option<bool> = None;
+        let at = self.policy.at(q);
         let mut out = Ops::NONE;
         for op in Op::ALL {
             if mask.is_some() && !mask_verdict(mask, op, q).0 {
                 out = out.with(op);
                 continue;
             }
-            let d = self.policy.decide(op, q);
+            let d = at.decide(op);
             let ok = match d.reason {
-                Reason::Ancestor { .. } => {
-                    *write_allowed.get_or_insert_with(|| self.policy.decide(Op::Write, q).allowed())
-                }
+                Reason::Ancestor { .. } => at.decide(Op::Write).allowed(),
                 _ => d.allowed(),
             };
             if ok {
@@ -981,7 +979,7 @@ impl<'a> Planner<'a> {
     /// (A, B, Bs) for the subtree of `n`: A = object rights every path in it allows, B =
     /// entry rights every path in it (`n` included) allows, Bs = the same strictly beneath.
     fn sums(&mut self, n: &Path) -> (Rights, Rights, Rights) {
-        if let Some(s) = self.memo.get(n) {
+        if let Some(s) = self.memo.get(n.as_os_str()) {
             return *s;
         }
         let generic = self.children.fresh_child(n);
@@ -993,7 +991,7 @@ impl<'a> Planner<'a> {
             bs = bs.inter(bc);
         }
         let b = self.entry_ok(n).inter(bs);
-        self.memo.insert(n.to_path_buf(), (a, b, bs));
+        self.memo.insert(n.as_os_str().to_owned(), (a, b, bs));
         (a, b, bs)
     }
 
@@ -1178,18 +1176,18 @@ fn policy_points(p: &Policy) -> BTreeSet<PathBuf> {
 /// point. (A point's ancestors are its lexical parents: points are normal paths.)
 #[derive(Debug, Default)]
 struct Children {
-    of: HashMap<PathBuf, BTreeSet<PathBuf>>,
+    of: HashMap<OsString, BTreeSet<PathBuf>>,
     none: BTreeSet<PathBuf>,
 }
 
 impl Children {
     fn of<'p>(points: impl IntoIterator<Item = &'p PathBuf>) -> Children {
-        let mut of: HashMap<PathBuf, BTreeSet<PathBuf>> = HashMap::new();
+        let mut of: HashMap<OsString, BTreeSet<PathBuf>> = HashMap::new();
         for x in points {
             let mut child = x.as_path();
             for folder in x.ancestors().skip(1) {
                 if !of
-                    .entry(folder.to_path_buf())
+                    .entry(folder.as_os_str().to_owned())
                     .or_default()
                     .insert(child.to_path_buf())
                 {
@@ -1206,7 +1204,7 @@ impl Children {
 
     /// The children of `n` on the way to points strictly beneath it.
     fn of_folder(&self, n: &Path) -> &BTreeSet<PathBuf> {
-        self.of.get(n).unwrap_or(&self.none)
+        self.of.get(n.as_os_str()).unwrap_or(&self.none)
     }
 
     /// A child of `n` that no point names: it stands for every such child.
@@ -1341,17 +1339,22 @@ impl fmt::Display for PlanDecision {
 
 /// The mount step that decides for `q`: the deepest one on its path that no later step hides
 /// (a later mount on an ancestor hides everything mounted beneath it).
+///
+/// Only steps on `q`'s own path can hide one another for `q` (a step strictly above one that
+/// holds `q` holds `q` too), and on one path "strictly above" is "fewer components"; so the
+/// steps holding `q`, usually none or a few, are all that is compared.
 fn governing<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize, &'m MountStep)> {
-    mounts
+    let mut on_path: Vec<(usize, &MountStep, usize)> = Vec::new();
+    for (i, m) in mounts.iter().enumerate() {
+        if within(q, m.path()) {
+            on_path.push((i, m, m.path().components().count()));
+        }
+    }
+    on_path
         .iter()
-        .enumerate()
-        .filter(|(i, m)| {
-            within(q, m.path())
-                && !mounts[i + 1..]
-                    .iter()
-                    .any(|later| strictly_within(m.path(), later.path()))
-        })
-        .max_by_key(|(i, m)| (m.path().components().count(), *i))
+        .filter(|(i, _, depth)| !on_path.iter().any(|(j, _, d)| j > i && d < depth))
+        .max_by_key(|(i, _, depth)| (*depth, *i))
+        .map(|(i, m, _)| (*i, *m))
 }
 
 /// The masks' verdict for `op` at `q`, given the step that governs `q` (see [`governing`]):
@@ -1939,10 +1942,11 @@ fn analyze(
     let mut found: BTreeMap<GapKind, BTreeSet<PathBuf>> = BTreeMap::new();
     let mut check = |q: &PathBuf, ops: &[Op]| {
         let mut sight = Sight::new(plan, q);
+        let at = policy.at(q);
         let mut kinds: Vec<GapKind> = Vec::new();
         for &op in ops {
             let pd = plan.decide_at(op, &mut sight);
-            let qd = policy.decide(op, q);
+            let qd = at.decide(op);
             if let Some(kind) = classify_decided(plan, policy, op, q, &pd, &qd)
                 && !kinds.contains(&kind)
             {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use launchers::{LauncherSet, MachName};
+pub use launchers::{LauncherPath, LauncherSet, MachName};
 pub use load::{PolicyError, ResolveOptions, default_policy};
 
 use crate::paths::{normalize, strictly_within, within};
@@ -253,6 +253,72 @@ impl Decision {
     }
 }
 
+/// What the policy says at one path: the rules that contain it, found once (see
+/// [`Policy::at`]).
+pub struct At<'p> {
+    policy: &'p Policy,
+    /// The path, normalised; `None` when it is not absolute.
+    path: Option<PathBuf>,
+    /// The launcher executable at exactly this path.
+    launcher: Option<&'p LauncherPath>,
+    launcher_folder: Option<&'p LauncherPath>,
+    /// A rule root strictly beneath the path.
+    ancestor_of: Option<&'p Path>,
+    refused: Option<&'p Rule>,
+    grant: Option<&'p Grant>,
+    protected: Option<&'p Rule>,
+}
+
+impl At<'_> {
+    /// [`Policy::decide`] for `op` at this path.
+    pub fn decide(&self, op: Op) -> Decision {
+        let Some(path) = &self.path else {
+            return Decision::deny(Reason::NotAbsolute);
+        };
+        if op == Op::Exec
+            && let Some(l) = self.launcher
+        {
+            return Decision::deny(Reason::Launcher {
+                path: l.path.clone(),
+            });
+        }
+        if let Some(l) = self.launcher_folder {
+            return Decision::deny(Reason::LauncherFolder {
+                root: l.path.clone(),
+            });
+        }
+        if matches!(op, Op::Delete | Op::Rename)
+            && let Some(of) = self.ancestor_of
+        {
+            return Decision::deny(Reason::Ancestor { of: of.into() });
+        }
+        if let Some(r) = self.refused {
+            return Decision::deny(Reason::Refused {
+                root: r.path.clone(),
+            });
+        }
+        if let Some(g) = self.grant {
+            let root = g.path.clone();
+            return match (g.access, op.is_read_like()) {
+                (Access::Rw, _) | (Access::Ro, true) => Decision::allow(Reason::Granted {
+                    root,
+                    access: g.access,
+                }),
+                (Access::Ro, false) => Decision::deny(Reason::ReadOnlyGrant { root }),
+            };
+        }
+        if let Some(p) = self.protected {
+            return Decision::deny(Reason::Protected {
+                root: p.path.clone(),
+            });
+        }
+        match self.policy.base {
+            Base::Open => Decision::allow(Reason::BaseOpen),
+            Base::Closed => self.policy.decide_closed(op, path),
+        }
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -292,54 +358,35 @@ impl Policy {
     /// launchers, ancestors of rules (delete/rename), refuse, the deepest grant, protected,
     /// then the base.
     pub fn decide(&self, op: Op, path: &Path) -> Decision {
+        self.at(path).decide(op)
+    }
+
+    /// The rules that speak at `path`, looked up once, for deciding several operations there
+    /// ([`At::decide`] is [`Policy::decide`] at that path).
+    pub fn at(&self, path: &Path) -> At<'_> {
         let Some(path) = normalize(path) else {
-            return Decision::deny(Reason::NotAbsolute);
-        };
-        let path = path.as_path();
-
-        if self.launchers.block {
-            if op == Op::Exec && self.launchers.exec.iter().any(|l| l.path == path) {
-                return Decision::deny(Reason::Launcher { path: path.into() });
-            }
-            if let Some(l) = self.launchers.read.iter().find(|l| within(path, &l.path)) {
-                return Decision::deny(Reason::LauncherFolder {
-                    root: l.path.clone(),
-                });
-            }
-        }
-
-        if matches!(op, Op::Delete | Op::Rename)
-            && let Some(of) = self.rule_roots().find(|root| strictly_within(root, path))
-        {
-            return Decision::deny(Reason::Ancestor { of: of.into() });
-        }
-
-        if let Some(r) = self.refuse.iter().find(|r| within(path, &r.path)) {
-            return Decision::deny(Reason::Refused {
-                root: r.path.clone(),
-            });
-        }
-
-        if let Some(g) = self.deepest_grant(path) {
-            let root = g.path.clone();
-            return match (g.access, op.is_read_like()) {
-                (Access::Rw, _) | (Access::Ro, true) => Decision::allow(Reason::Granted {
-                    root,
-                    access: g.access,
-                }),
-                (Access::Ro, false) => Decision::deny(Reason::ReadOnlyGrant { root }),
+            return At {
+                policy: self,
+                path: None,
+                launcher: None,
+                launcher_folder: None,
+                ancestor_of: None,
+                refused: None,
+                grant: None,
+                protected: None,
             };
-        }
-
-        if let Some(p) = self.protected.iter().find(|p| within(path, &p.path)) {
-            return Decision::deny(Reason::Protected {
-                root: p.path.clone(),
-            });
-        }
-
-        match self.base {
-            Base::Open => Decision::allow(Reason::BaseOpen),
-            Base::Closed => self.decide_closed(op, path),
+        };
+        let p = path.as_path();
+        let launchers = self.launchers.block.then_some(&self.launchers);
+        At {
+            policy: self,
+            launcher: launchers.and_then(|l| l.exec.iter().find(|l| l.path == p)),
+            launcher_folder: launchers.and_then(|l| l.read.iter().find(|l| within(p, &l.path))),
+            ancestor_of: self.rule_roots().find(|root| strictly_within(root, p)),
+            refused: self.refuse.iter().find(|r| within(p, &r.path)),
+            grant: self.deepest_grant(p),
+            protected: self.protected.iter().find(|r| within(p, &r.path)),
+            path: Some(path),
         }
     }
 

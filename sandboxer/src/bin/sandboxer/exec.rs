@@ -66,11 +66,17 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
     use linux::*;
     use sandboxer::linux::exec::{self, Ended};
 
-    let policy = load_policy(&args.policy)?;
-    let how = args.enforce.unwrap_or(policy.linux.enforce);
     let command = command(&args)?;
     // Printing a plan, or lowering the facts for a test, starts from the namespace probe.
-    if args.print_plan || args.assume_facts.is_some() {
+    let probed = args.print_plan || args.assume_facts.is_some();
+    // A launch makes the masks shape's namespaces while the policy is read and planned.
+    let ahead = match probed {
+        true => None,
+        false => exec::start_ahead(args.enforce, &command),
+    };
+    let policy = load_policy(&args.policy)?;
+    let how = args.enforce.unwrap_or(policy.linux.enforce);
+    if probed {
         let facts = probed_facts(args.assume_facts.as_deref())?;
         let ended = match planner::choose_with(&policy, &facts, &HostFs, how) {
             Ok(plan) if args.print_plan => {
@@ -86,7 +92,8 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
     // The namespace probe forks twice and waits for namespaces to be torn down (milliseconds
     // per launch), so a launch plans as if they work and lets the enforcer find out by doing;
     // only when that fails does it probe and plan again (in the library: `exec::launch`).
-    Ok(report(exec::launch(
+    Ok(report(exec::launch_started(
+        ahead,
         &policy,
         &exec::unprobed_facts(),
         how,

@@ -16,8 +16,9 @@ use nix::unistd::{chdir, execvp, setsid};
 
 use super::error::{EnforceError, Layer};
 use super::{Prepared, caps, landlock, sys};
+use crate::linux::plan::LandlockPlan;
 
-pub(super) fn exec(p: &Prepared) -> Result<Infallible, EnforceError> {
+pub(super) fn exec(p: &Prepared, rules: &LandlockPlan) -> Result<Infallible, EnforceError> {
     setsid().map_err(|e| EnforceError::os(Layer::Session, "setsid", e))?;
     chdir(p.cwd.as_c_str()).map_err(|e| {
         EnforceError::os(
@@ -35,8 +36,8 @@ pub(super) fn exec(p: &Prepared) -> Result<Infallible, EnforceError> {
             "no_new_privs reads back as unset",
         ));
     }
-    if landlock::wanted(&p.plan.landlock) {
-        landlock::restrict(&p.plan.landlock)?;
+    if landlock::wanted(rules) {
+        landlock::restrict(rules)?;
     }
     sys::cloexec_from_3().map_err(|e| {
         EnforceError::os(
@@ -46,6 +47,7 @@ pub(super) fn exec(p: &Prepared) -> Result<Infallible, EnforceError> {
         )
     })?;
     p.pass_gate()?;
+    p.own_affinity();
     p.restore_caller_signals()?;
     default_sigpipe()?;
     let Err(errno) = execvp(&p.program, &p.argv);

@@ -1,21 +1,35 @@
 //! The masks shape's processes, below the caller's:
 //!
 //! ```text
-//! caller (sandboxer)      waits, forwards signals, reads reports
+//! caller (sandboxer)      plans meanwhile; hands PID 1 the plan; waits, forwards signals,
+//! │                       reads reports
 //! └─ monitor              own process group; new user + mount + PID namespaces; uid/gid map;
-//!    │                    masks; then drops its capabilities, waits, forwards signals
-//!    └─ init (PID 1)      fresh /proc and /dev/pts; drops its capabilities; reaps every child, forwards
-//!       │                 signals, reports how the command ended, exits with its status
-//!       └─ command        setsid, cwd, capabilities, no_new_privs, Landlock, exec
+//!    │                    `/` private; then drops its capabilities, waits, forwards signals
+//!    └─ init (PID 1)      fresh /proc and /dev/pts; waits for the plan; masks; drops its
+//!       │                 capabilities; reaps every child, forwards signals, reports how the
+//!       │                 command ended, exits with its status
+//!       └─ command        setsid, cwd, capabilities, no_new_privs, Landlock, gate, exec
 //! ```
 //!
-//! The monitor exists because the caller must stay in its own namespaces (it may be a
-//! multi-threaded program, which cannot `unshare` a user namespace) and a PID namespace only
-//! applies to children. It leaves the terminal's foreground process group, so a key the
-//! terminal turns into a signal reaches the command once, through the caller, instead of
-//! three times. Neither the monitor nor init can be reached from inside: the monitor is not in
-//! the sandbox's PID namespace, and init is outside the command's Landlock domain (no ptrace,
-//! no signals from inside) and holds no capability once the command starts.
+//! Everything above the plan's arrival is the same for every plan, so it starts before the
+//! caller has one (see [`super::Started`]): the namespaces are made while the policy is read
+//! and planned. The masks need the placeholders the caller makes once it has the plan, so they
+//! wait for it.
+//!
+//! The monitor exists only for a multi-threaded caller (the dispatcher), which cannot make a
+//! new user namespace itself, and must not clone past glibc's `fork` (another thread may hold
+//! the allocator's lock); a PID namespace only applies to children, hence a process more. A
+//! single-threaded caller (`sandboxer exec`) clones PID 1 straight into the new namespaces,
+//! and PID 1 does the monitor's share first ([`first_pid1`]). Either leaves the terminal's
+//! foreground process group, so a key the terminal turns into a signal reaches the command
+//! once, through the caller, instead of several times. Neither the monitor nor init can be
+//! reached from inside: the monitor is not in the sandbox's PID namespace, and init is
+//! outside the command's Landlock domain (no ptrace, no signals from inside) and holds no
+//! capability once the command starts.
+//!
+//! The command's process shares PID 1's memory until it executes (`spawn_for_exec`): a `fork`
+//! of PID 1, itself a copy of the caller, cost page tables and copy-on-write faults for memory
+//! thrown away at `exec` a moment later.
 
 use std::convert::Infallible;
 
@@ -25,17 +39,25 @@ use nix::unistd::{Pid, setpgid};
 
 use super::channel::{Message, Reporter};
 use super::error::{EnforceError, Layer, Outcome};
+use super::handoff::Handoff;
 use super::supervise::{Hop, Reap, supervise};
-use super::{Parent, Prepared, caps, confine, exit_with, mounts, spawn, userns};
+use super::{Parent, Prepared, caps, confine, exit_with, mounts, spawn, spawn_for_exec, userns};
+use crate::linux::exec::NOT_RUN;
 
 /// The monitor's body: from a plain child of the caller to a running sandbox.
-pub(super) fn monitor(p: &Prepared, reporter: Reporter) -> Result<Infallible, EnforceError> {
+pub(super) fn monitor(
+    p: &Prepared,
+    plan: &Handoff,
+    reporter: Reporter,
+) -> Result<Infallible, EnforceError> {
     setpgid(Pid::from_raw(0), Pid::from_raw(0))
         .map_err(|e| EnforceError::os(Layer::Process, "leaving the caller's process group", e))?;
-    userns::enter(p.plan.uid, p.plan.gid)?;
-    mounts::apply(&p.plan.mounts)?;
+    userns::enter(p.uid, p.gid)?;
+    mounts::make_root_private()?;
     // PID 1's parent lives outside its PID namespace, so it cannot check its parent by pid.
-    let init = spawn(reporter, Parent::OutsideNamespace, || pid1(p, reporter))?;
+    let init = spawn(reporter, Parent::OutsideNamespace, || {
+        pid1(p, plan, reporter)
+    })?;
     harden()?;
     let hop = Hop {
         caller: false,
@@ -45,7 +67,21 @@ pub(super) fn monitor(p: &Prepared, reporter: Reporter) -> Result<Infallible, En
     exit_with(outcome)
 }
 
-fn pid1(p: &Prepared, reporter: Reporter) -> Result<Infallible, EnforceError> {
+/// PID 1's body when the caller made it directly in the new namespaces (a single-threaded
+/// caller; see `spawn_in_namespaces`): the monitor's share first, then PID 1's.
+pub(super) fn first_pid1(
+    p: &Prepared,
+    handoff: &Handoff,
+    reporter: Reporter,
+) -> Result<Infallible, EnforceError> {
+    setpgid(Pid::from_raw(0), Pid::from_raw(0))
+        .map_err(|e| EnforceError::os(Layer::Process, "leaving the caller's process group", e))?;
+    userns::map(p.uid, p.gid)?;
+    mounts::make_root_private()?;
+    pid1(p, handoff, reporter)
+}
+
+fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallible, EnforceError> {
     mount(
         Some("proc"),
         "/proc",
@@ -62,8 +98,17 @@ fn pid1(p: &Prepared, reporter: Reporter) -> Result<Infallible, EnforceError> {
         )
     })?;
     fresh_terminals()?;
+    let Some(plan) = handoff.receive()? else {
+        // The caller gave up before it had a plan; it reports why, if anything.
+        // SAFETY: see `spawn`.
+        unsafe { libc::_exit(i32::from(NOT_RUN)) }
+    };
+    p.own_affinity();
+    mounts::apply(&plan.mounts)?;
     harden()?;
-    let command = spawn(reporter, Parent::Pid(Pid::from_raw(1)), || confine::exec(p))?;
+    let command = spawn_for_exec(reporter, Parent::Pid(Pid::from_raw(1)), || {
+        confine::exec(p, &plan.landlock)
+    })?;
     let hop = Hop {
         caller: false,
         parent_of_command: true,

@@ -13,18 +13,29 @@
 //!
 //! ```text
 //! Landlock-only:  caller ── command (setsid, cwd, capabilities, no_new_privs, Landlock, exec)
-//! Masks:          caller ── monitor (namespaces, masks) ── init, PID 1 (/proc) ── command
+//! Masks:          caller ── PID 1 (namespaces, /proc, masks) ── command
+//!   or, from a multi-threaded caller:
+//!                 caller ── monitor (namespaces) ── PID 1 (/proc, masks) ── command
 //! ```
 //!
-//! (see [`masks`] for the masks shape). The caller waits and forwards SIGTERM, SIGINT, SIGHUP,
-//! SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH; so does every process in between. Every sandbox
-//! process gets `PR_SET_PDEATHSIG(SIGKILL)`: if the caller dies, the sandbox dies with it.
+//! (see [`masks`] for the masks shape, whose processes start before the plan exists:
+//! [`Started`]). The caller waits and forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
+//! SIGUSR2 and SIGWINCH; so does every process in between. Every sandbox process gets
+//! `PR_SET_PDEATHSIG(SIGKILL)`: if the caller dies, the sandbox dies with it.
 //!
 //! The environment and stdin/stdout/stderr pass through unchanged; other descriptors do not
-//! (they are marked close-on-exec, so nothing opened outside leaks in). The caller may be
-//! multi-threaded: the sandbox's processes are made with `fork` and are single-threaded, as
-//! Landlock (per thread before ABI 8) and `unshare(CLONE_NEWUSER)` need. Only signals that
-//! reach the calling thread are forwarded.
+//! (they are marked close-on-exec, so nothing opened outside leaks in), nor does the CPU
+//! affinity change. The caller may be multi-threaded: the sandbox's processes are single-
+//! threaded, as Landlock (per thread before ABI 8) and new user namespaces need, and made with
+//! `fork` (glibc's, which keeps the allocator consistent in the child). Only a caller with one
+//! thread clones PID 1 straight into the new namespaces, saving a process; PID 1 starts the
+//! command sharing its memory until `exec`, as `posix_spawn` does. Only signals that reach the
+//! calling thread are forwarded.
+//!
+//! Where time goes (`scripts/bench-exec.sh`, `docs/performance.md`): a new process starts on
+//! its parent's CPU, and there waits for the parent to block however idle the others are; so
+//! the sandbox's first process is moved to another CPU the caller may use while the caller
+//! plans and checks, and gets the caller's affinity back before anything it starts.
 
 mod caps;
 mod channel;
@@ -32,6 +43,7 @@ mod check;
 mod confine;
 mod error;
 mod gate;
+mod handoff;
 mod landlock;
 mod masks;
 mod mounts;
@@ -46,13 +58,19 @@ use std::os::unix::ffi::OsStrExt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 
+use std::os::fd::OwnedFd;
+
+use nix::errno::Errno;
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::sys::prctl;
-use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
-use nix::unistd::{ForkResult, Pid, fork, getpid, getppid};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, kill, sigaction};
+use nix::sys::wait::waitpid;
+use nix::unistd::{ForkResult, Pid, fork, getegid, geteuid, getpid, getppid};
 
 use crate::linux::plan::{Gap, Plan, Shape};
 use channel::{Channel, Message, Reporter};
 use gate::Gate;
+use handoff::Handoff;
 use placeholders::Placeholders;
 use supervise::{Hop, Reap, supervise};
 
@@ -97,14 +115,22 @@ fn run_inner(
     command: &Command,
     check: Option<Check<'_>>,
 ) -> Result<Outcome, EnforceError> {
-    let mut prepared = Prepared::new(plan, command, check.is_some())?;
-    let placeholders = match plan.shape {
-        Shape::Masks => Placeholders::create(&plan.mounts)?,
-        Shape::LandlockOnly => Placeholders::default(),
-    };
-    let outcome = prepared.launch(check);
-    drop(placeholders);
-    outcome
+    validate(plan, check.is_some())?;
+    match plan.shape {
+        Shape::Masks => Started::new(command)?.finish(plan, check),
+        Shape::LandlockOnly => Prepared::new(command, check.is_some())?.landlock_only(plan, check),
+    }
+}
+
+/// Everything about `plan` that can be checked before it is applied: see [`check`]. The gaps
+/// only when they are not computed during setup.
+fn validate(plan: &Plan, checked_later: bool) -> Result<(), EnforceError> {
+    if checked_later {
+        check::plan_but_gaps(plan)?;
+    } else {
+        check::plan(plan)?;
+    }
+    landlock::check_kernel(&plan.landlock)
 }
 
 /// The signals [`run`] waits for on the calling thread: those it forwards to the command, and
@@ -126,31 +152,147 @@ pub fn kernel_landlock_abi() -> u32 {
     sys::landlock_abi().unwrap_or(0)
 }
 
-/// A validated plan and command, turned into what the children need, before any `fork`.
-struct Prepared<'a> {
-    plan: &'a Plan,
+/// The masks shape's processes, started before the plan is known.
+///
+/// Making the namespaces (a fork, new user, mount and PID namespaces, the uid and gid maps,
+/// PID 1 with its fresh `/proc` and `/dev/pts`) costs about as much as loading a policy and
+/// planning. [`Started::new`] starts the first, the caller does the second meanwhile, and PID 1
+/// waits for the plan (see `handoff.rs`). [`Started::run`] and [`Started::run_checking`] check
+/// the plan as [`run`] does, make the placeholders, hand the plan over, and from there on it
+/// is [`run`]: PID 1 applies the masks and starts the command, which waits at the gate.
+/// Dropped without a plan, the processes end without running anything.
+///
+/// [`run`] and [`run_checking`] go through this too, for one code path.
+pub struct Started {
+    prepared: Prepared,
+    /// The command it was started for.
+    command: Command,
+    /// The caller's child: the monitor, or PID 1 itself (see [`masks`]).
+    monitor: Pid,
+    reader: Option<OwnedFd>,
+    handoff: Handoff,
+    /// Set once the plan is handed over: from then on the launch owns the processes.
+    handed_over: bool,
+}
+
+impl Started {
+    /// Forks the monitor, which makes the namespaces and PID 1; returns at once.
+    pub fn new(command: &Command) -> Result<Started, EnforceError> {
+        let mut prepared = Prepared::new(command, true)?;
+        let channel = Channel::new()?;
+        let handoff = Handoff::new()?;
+        prepared.block_caller_signals()?;
+        let reporter = channel.reporter();
+        let (this, plan) = (&prepared, &handoff);
+        let monitor = if single_threaded() {
+            spawn_in_namespaces(reporter, || {
+                this.leave_gate_to_parent();
+                plan.leave_to_parent();
+                masks::first_pid1(this, plan, reporter)
+            })
+        } else {
+            spawn(reporter, Parent::Pid(getpid()), || {
+                this.leave_gate_to_parent();
+                plan.leave_to_parent();
+                masks::monitor(this, plan, reporter)
+            })
+        };
+        let reader = channel.into_reader();
+        if let Ok(monitor) = monitor {
+            prepared.run_beside(monitor);
+        }
+        match monitor {
+            Ok(monitor) => Ok(Started {
+                prepared,
+                command: command.clone(),
+                monitor,
+                reader: Some(reader),
+                handoff,
+                handed_over: false,
+            }),
+            Err(e) => {
+                let _ = prepared.restore_caller_signals();
+                Err(e)
+            }
+        }
+    }
+
+    /// The command these processes will run.
+    pub fn command(&self) -> &Command {
+        &self.command
+    }
+
+    /// [`run`], in these processes: `plan` must be a masks plan.
+    pub fn run(self, plan: &Plan) -> Result<Outcome, EnforceError> {
+        validate(plan, false)?;
+        self.finish(plan, None)
+    }
+
+    /// [`run_checking`], in these processes: `plan` must be a masks plan.
+    pub fn run_checking(self, plan: &Plan, check: Check<'_>) -> Result<Outcome, EnforceError> {
+        validate(plan, true)?;
+        self.finish(plan, Some(check))
+    }
+
+    /// For a validated plan: the placeholders, the handover, then as [`run`].
+    fn finish(mut self, plan: &Plan, check: Option<Check<'_>>) -> Result<Outcome, EnforceError> {
+        if plan.shape != Shape::Masks {
+            return Err(EnforceError::new(
+                Layer::Plan,
+                format!(
+                    "a {} plan cannot run in the masks shape's processes",
+                    plan.shape
+                ),
+            ));
+        }
+        let placeholders = Placeholders::create(&plan.mounts)?;
+        self.handoff.send(plan)?;
+        self.handed_over = true;
+        let hop = Hop {
+            caller: true,
+            parent_of_command: false,
+        };
+        let reader = self.reader.take().expect("read once");
+        let outcome = self.prepared.conclude(Ok(self.monitor), reader, check, hop);
+        drop(placeholders);
+        outcome
+    }
+}
+
+impl Drop for Started {
+    /// Not handed a plan: the processes are stopped and reaped (nothing ran), and the caller's
+    /// signal handling is put back.
+    fn drop(&mut self) {
+        if self.handed_over {
+            return;
+        }
+        self.handoff.abandon();
+        self.prepared.gate_answer(false);
+        let _ = kill(self.monitor, Signal::SIGKILL);
+        while let Err(Errno::EINTR) = waitpid(self.monitor, None) {}
+        let _ = self.prepared.restore_caller_signals();
+    }
+}
+
+/// The command and the caller's state, turned into what the children need, before any `fork`.
+struct Prepared {
     program: CString,
     argv: Vec<CString>,
     cwd: CString,
+    /// The caller's effective uid and gid, mapped to themselves in the user namespace.
+    uid: u32,
+    gid: u32,
     /// The caller's signal mask and `SIGCHLD` action, restored for the command.
     caller_mask: SigSet,
     caller_sigchld: Option<SigAction>,
     /// When the plan's gaps are checked during setup: the command waits on it before `exec`.
     gate: Option<Gate>,
+    /// The caller's CPU affinity, which the command gets (see [`Prepared::run_beside`]).
+    affinity: Option<CpuSet>,
 }
 
-impl<'a> Prepared<'a> {
-    fn new(
-        plan: &'a Plan,
-        command: &Command,
-        checked_later: bool,
-    ) -> Result<Prepared<'a>, EnforceError> {
-        if checked_later {
-            check::plan_but_gaps(plan)?;
-        } else {
-            check::plan(plan)?;
-        }
-        landlock::check_kernel(&plan.landlock)?;
+impl Prepared {
+    fn new(command: &Command, gated: bool) -> Result<Prepared, EnforceError> {
         let program = c_string(Layer::Exec, command.program.as_bytes(), "the program name")?;
         if program.is_empty() {
             return Err(EnforceError::new(Layer::Exec, "the program name is empty"));
@@ -171,56 +313,106 @@ impl<'a> Prepared<'a> {
             "the working directory",
         )?;
         Ok(Prepared {
-            plan,
             program,
             argv,
             cwd,
+            uid: geteuid().as_raw(),
+            gid: getegid().as_raw(),
             caller_mask: SigSet::empty(),
             caller_sigchld: None,
-            gate: if checked_later {
-                Some(Gate::new()?)
-            } else {
-                None
-            },
+            gate: if gated { Some(Gate::new()?) } else { None },
+            affinity: sched_getaffinity(Pid::from_raw(0)).ok(),
         })
     }
 
-    /// Starts the sandbox's first process, runs `check` (if any) meanwhile and opens or
-    /// closes the gate, supervises the process, and reads what the sandbox reported.
-    fn launch(&mut self, check: Option<Check<'_>>) -> Result<Outcome, EnforceError> {
-        let channel = Channel::new()?;
+    /// The caller's side, right after forking the sandbox's first process while it goes on
+    /// working (loading and planning, checking the plan): moves that process to another CPU
+    /// the caller may use. The kernel starts a new process on its parent's CPU, where it
+    /// would wait until the caller blocks, however idle the other CPUs are; so the sandbox's
+    /// setup and the caller's work would take turns instead of running side by side.
+    /// The sandbox gets the caller's own affinity back once the caller has spoken to it again
+    /// ([`Prepared::own_affinity`]), which is necessarily after this call.
+    fn run_beside(&self, child: Pid) {
+        let (Some(allowed), Ok(here)) = (&self.affinity, nix::sched::sched_getcpu()) else {
+            return;
+        };
+        let Some(other) =
+            (0..CpuSet::count()).find(|&c| c != here && allowed.is_set(c) == Ok(true))
+        else {
+            return;
+        };
+        let mut there = CpuSet::new();
+        if there.set(other).is_ok() {
+            // Best effort: where it fails, the process only starts later.
+            let _ = sched_setaffinity(child, &there);
+        }
+    }
+
+    /// In the sandbox, once the caller has handed something over (the plan, the gate's
+    /// answer): the caller's affinity again, for everything started from here on.
+    fn own_affinity(&self) {
+        if let Some(allowed) = &self.affinity {
+            let _ = sched_setaffinity(Pid::from_raw(0), allowed);
+        }
+    }
+
+    /// Blocks the signals the caller waits for (before the first `fork`, so that none is lost)
+    /// and puts `SIGCHLD`'s default action in force.
+    fn block_caller_signals(&mut self) -> Result<(), EnforceError> {
         self.caller_mask = supervise::block()?;
         // A caller that ignores SIGCHLD would have its children reaped by the kernel, and the
         // status lost: the default action is in force while we wait.
         let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
         // SAFETY: installs the default action, no handler code.
         self.caller_sigchld = unsafe { sigaction(Signal::SIGCHLD, &default) }.ok();
+        Ok(())
+    }
 
-        let this: &Prepared = self;
-        let this_shape = this.plan.shape;
+    /// The landlock-only shape: the command's process is the caller's child.
+    fn landlock_only(
+        mut self,
+        plan: &Plan,
+        check: Option<Check<'_>>,
+    ) -> Result<Outcome, EnforceError> {
+        let channel = Channel::new()?;
+        self.block_caller_signals()?;
+        let this: &Prepared = &self;
         let reporter = channel.reporter();
-        let first = match this.plan.shape {
-            Shape::LandlockOnly => spawn(reporter, Parent::Pid(getpid()), || {
-                this.leave_gate_to_parent();
-                confine::exec(this)
-            }),
-            Shape::Masks => spawn(reporter, Parent::Pid(getpid()), || {
-                this.leave_gate_to_parent();
-                masks::monitor(this, reporter)
-            }),
-        };
+        let first = spawn(reporter, Parent::Pid(getpid()), || {
+            this.leave_gate_to_parent();
+            confine::exec(this, &plan.landlock)
+        });
         let reader = channel.into_reader();
-        let refused = match (&self.gate, check) {
-            (Some(gate), Some(check)) => {
-                let verdict = check().and_then(|gaps| check::no_breaking_gaps(&gaps));
-                gate.open(verdict.is_ok());
-                verdict.err()
-            }
-            _ => None,
-        };
+        if let (Ok(child), Some(_)) = (&first, &self.gate) {
+            // It sets itself up while the caller checks; it waits at the gate anyway.
+            self.run_beside(*child);
+        }
         let hop = Hop {
             caller: true,
-            parent_of_command: this_shape == Shape::LandlockOnly,
+            parent_of_command: true,
+        };
+        self.conclude(first, reader, check, hop)
+    }
+
+    /// Once the sandbox's first process is started: runs `check` (if any) meanwhile and opens
+    /// or closes the gate, supervises the process, and reads what the sandbox reported.
+    fn conclude(
+        &self,
+        first: Result<Pid, EnforceError>,
+        reader: OwnedFd,
+        check: Option<Check<'_>>,
+        hop: Hop,
+    ) -> Result<Outcome, EnforceError> {
+        let refused = match check {
+            Some(check) => {
+                let verdict = check().and_then(|gaps| check::no_breaking_gaps(&gaps));
+                self.gate_answer(verdict.is_ok());
+                verdict.err()
+            }
+            None => {
+                self.gate_answer(true);
+                None
+            }
         };
         let status = first.and_then(|child| supervise(child, Reap::Child, hop));
         let restored = self.restore_caller_signals();
@@ -234,6 +426,13 @@ impl<'a> Prepared<'a> {
         let status = status?;
         restored?;
         Ok(reports.finished.unwrap_or(status))
+    }
+
+    /// The caller's answer at the gate, if there is one.
+    fn gate_answer(&self, yes: bool) {
+        if let Some(gate) = &self.gate {
+            gate.open(yes);
+        }
     }
 
     /// In the sandbox's first process: only the caller may open the gate, so this process
@@ -292,21 +491,190 @@ fn spawn(
     match unsafe { fork() } {
         Err(e) => Err(EnforceError::os(Layer::Process, "fork", e)),
         Ok(ForkResult::Parent { child }) => Ok(child),
-        Ok(ForkResult::Child) => {
-            let failure = match catch_unwind(AssertUnwindSafe(|| {
-                die_with_parent(parent)?;
-                body()
-            })) {
-                Ok(Err(e)) => e,
-                Ok(Ok(never)) => match never {},
-                Err(_) => EnforceError::new(Layer::Process, "a sandbox process panicked"),
-            };
-            reporter.send(&Message::Failed(failure));
-            // SAFETY: ends this process without running the caller's exit handlers or
-            // flushing its inherited stdio buffers twice.
-            unsafe { libc::_exit(125) }
-        }
+        Ok(ForkResult::Child) => child_runs(reporter, parent, body),
     }
+}
+
+/// [`spawn`], but the child starts in new user, mount and PID namespaces, as their PID 1
+/// (`clone(2)` with `CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID`): one process fewer between
+/// the caller and the command than `fork` and `unshare` (see [`masks`]).
+///
+/// Only for a single-threaded caller. The raw system call skips what glibc's `fork` does
+/// around it, which matters only for locks held by other threads (the allocator's, stdio's):
+/// with no other thread, none is held, and the child is a plain copy of the caller.
+fn spawn_in_namespaces(
+    reporter: Reporter,
+    body: impl FnOnce() -> Result<Infallible, EnforceError>,
+) -> Result<Pid, EnforceError> {
+    let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::SIGCHLD;
+    // SAFETY: no new stack (the child continues on a copy of this one, as after `fork`), no
+    // thread-id or TLS pointers; see above for why a single-threaded caller may do this. The
+    // child never returns into the caller's frames.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    match pid {
+        -1 => Err(userns::refused("clone(user, mount, pid)", Errno::last())),
+        0 => child_runs(reporter, Parent::OutsideNamespace, body),
+        child => Ok(Pid::from_raw(child as libc::pid_t)),
+    }
+}
+
+/// [`spawn`] for the command's own process in the masks shape, started by PID 1: it shares
+/// PID 1's memory until it executes the command (`CLONE_VM | CLONE_VFORK`, as `posix_spawn`
+/// does), on a stack of its own, and PID 1 is suspended until then. So no page tables are
+/// copied, nothing is copied on write, and nothing is torn down at `exec`, which a `fork` of a
+/// process this size costs. Its credentials, descriptors, working directory, session and
+/// Landlock domain are its own as after `fork` (none of `CLONE_THREAD`, `CLONE_FILES`,
+/// `CLONE_FS`); only memory is shared, and PID 1 does nothing with it until the command runs.
+///
+/// Not for a parent that must act before the child executes (the caller opening the gate).
+fn spawn_for_exec<F: FnOnce() -> Result<Infallible, EnforceError>>(
+    reporter: Reporter,
+    parent: Parent,
+    body: F,
+) -> Result<Pid, EnforceError> {
+    struct Start<'r, F> {
+        reporter: Reporter<'r>,
+        parent: Parent,
+        body: Option<F>,
+    }
+    extern "C" fn child_start<F: FnOnce() -> Result<Infallible, EnforceError>>(
+        arg: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: `arg` is the `Start` below, alive (its owner is suspended) until this
+        // process executes or exits, which it does before returning.
+        let start = unsafe { &mut *(arg as *mut Start<'_, F>) };
+        let body = start.body.take().expect("started once");
+        child_runs(start.reporter, start.parent, body)
+    }
+    let stack = ChildStack::new()?;
+    let mut start = Start {
+        reporter,
+        parent,
+        body: Some(body),
+    };
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    // SAFETY: the child runs `start` on its own stack and never returns from it; this process
+    // is suspended (CLONE_VFORK) until the child has executed or exited, so nothing else uses
+    // the shared memory meanwhile, and `start` and `stack` outlive the child's use of them.
+    let pid = unsafe {
+        libc::clone(
+            child_start::<F>,
+            stack.top(),
+            flags,
+            (&raw mut start).cast::<libc::c_void>(),
+        )
+    };
+    drop(stack);
+    match pid {
+        -1 => Err(EnforceError::os(
+            Layer::Process,
+            "clone(vm, vfork)",
+            Errno::last(),
+        )),
+        child => Ok(Pid::from_raw(child)),
+    }
+}
+
+/// The stack the command's process starts on (see [`spawn_for_exec`]): mapped on demand, with
+/// an inaccessible page below it, so that an overflow faults instead of writing over memory
+/// the parent owns.
+struct ChildStack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl ChildStack {
+    /// Room for the command's last steps (Landlock's ruleset, error messages) many times over.
+    const LEN: usize = 1 << 20;
+    const GUARD: usize = 4096;
+
+    fn new() -> Result<ChildStack, EnforceError> {
+        let len = Self::LEN + Self::GUARD;
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(EnforceError::os(
+                Layer::Process,
+                "mapping the command's start-up stack",
+                Errno::last(),
+            ));
+        }
+        let stack = ChildStack { base, len };
+        // SAFETY: the lowest page of the mapping made above.
+        if unsafe { libc::mprotect(base, Self::GUARD, libc::PROT_NONE) } != 0 {
+            return Err(EnforceError::os(
+                Layer::Process,
+                "guarding the command's start-up stack",
+                Errno::last(),
+            ));
+        }
+        Ok(stack)
+    }
+
+    /// Where the stack starts (it grows down), 16-byte aligned as the ABI wants.
+    fn top(&self) -> *mut libc::c_void {
+        // SAFETY: one past the end of the mapping, which is page aligned.
+        unsafe { self.base.cast::<u8>().add(self.len).cast() }
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer used (the child executed or exited).
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// Whether this process has one thread (`/proc/self/stat`'s `num_threads`). `false` when it
+/// cannot tell.
+fn single_threaded() -> bool {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    // Fields after the command name (which may hold spaces and parentheses) start at 3;
+    // num_threads is field 20.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+        .is_some_and(|n| n == "1")
+}
+
+/// A new sandbox process: runs `body`, which either never returns (it executes or exits) or
+/// returns the error that stopped it, sent to the caller before the process exits with 125.
+fn child_runs(
+    reporter: Reporter,
+    parent: Parent,
+    body: impl FnOnce() -> Result<Infallible, EnforceError>,
+) -> ! {
+    let failure = match catch_unwind(AssertUnwindSafe(|| {
+        die_with_parent(parent)?;
+        body()
+    })) {
+        Ok(Err(e)) => e,
+        Ok(Ok(never)) => match never {},
+        Err(_) => EnforceError::new(Layer::Process, "a sandbox process panicked"),
+    };
+    reporter.send(&Message::Failed(failure));
+    // SAFETY: ends this process without running the caller's exit handlers or flushing its
+    // inherited stdio buffers twice.
+    unsafe { libc::_exit(125) }
 }
 
 fn die_with_parent(parent: Parent) -> Result<(), EnforceError> {

@@ -1,6 +1,7 @@
 //! The masks: applied in the sandbox's own mount namespace, in the plan's order.
 //!
-//! 1. `/` becomes recursively private, so nothing mounted here shows outside (or back).
+//! 1. `/` becomes recursively private, so nothing mounted here shows outside (or back)
+//!    ([`make_root_private`], right after the namespaces are made).
 //! 2. Every bind-back source is captured first, as a detached copy of its mount tree
 //!    (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`): once a cover is on, the grant beneath it
 //!    can no longer be reached by path.
@@ -33,9 +34,9 @@ use crate::policy::Access;
 
 const HIDDEN: u64 = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
 
-/// Applies `steps`. Runs inside the new user and mount namespaces, before any untrusted code.
+/// Applies `steps`. Runs inside the new user and mount namespaces, once `/` is private, before
+/// any untrusted code.
 pub(super) fn apply(steps: &[MountStep]) -> Result<(), EnforceError> {
-    make_root_private()?;
     let captured = capture_bind_backs(steps)?;
     let mut scratch = Scratch::default();
     let mut covers: Vec<CoverMount> = Vec::new();
@@ -108,7 +109,8 @@ fn access_word(access: Access) -> &'static str {
     }
 }
 
-fn make_root_private() -> Result<(), EnforceError> {
+/// Step 1: nothing mounted in this namespace shows outside, nor anything mounted outside here.
+pub(super) fn make_root_private() -> Result<(), EnforceError> {
     mount(
         None::<&str>,
         "/",

@@ -10,21 +10,25 @@ use super::error::{EnforceError, Layer};
 /// after this) and maps `uid`/`gid` to themselves. Must run in a single-threaded process.
 pub(super) fn enter(uid: u32, gid: u32) -> Result<(), EnforceError> {
     let flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
-    unshare(flags).map_err(|e| {
-        let hint = match e {
-            Errno::EPERM | Errno::ENOSPC | Errno::EACCES => {
-                "; unprivileged user namespaces may be forbidden here (sysctl \
-                 kernel.unprivileged_userns_clone, user.max_user_namespaces, Ubuntu's AppArmor \
-                 restriction, or a container's seccomp profile): run `sandboxer doctor`"
-            }
-            _ => "",
-        };
-        EnforceError::os(
-            Layer::UserNamespace,
-            format_args!("unshare(user, mount, pid){hint}"),
-            e,
-        )
-    })?;
+    unshare(flags).map_err(|e| refused("unshare(user, mount, pid)", e))?;
+    map(uid, gid)
+}
+
+/// The error for new namespaces the kernel would not make (`what` names the system call).
+pub(super) fn refused(what: &str, e: Errno) -> EnforceError {
+    let hint = match e {
+        Errno::EPERM | Errno::ENOSPC | Errno::EACCES => {
+            "; unprivileged user namespaces may be forbidden here (sysctl \
+             kernel.unprivileged_userns_clone, user.max_user_namespaces, Ubuntu's AppArmor \
+             restriction, or a container's seccomp profile): run `sandboxer doctor`"
+        }
+        _ => "",
+    };
+    EnforceError::os(Layer::UserNamespace, format_args!("{what}{hint}"), e)
+}
+
+/// In a new user namespace: maps `uid`/`gid` to themselves.
+pub(super) fn map(uid: u32, gid: u32) -> Result<(), EnforceError> {
     // Without CAP_SETGID in the parent namespace the kernel accepts a gid map only once
     // setgroups(2) is disabled; disabling it always keeps one code path for root and others,
     // and the command has no business changing its groups anyway.
