@@ -19,7 +19,7 @@
 //! difference is a [`GapKind`], and which ones break the policy follows from the kind, never
 //! from the shape. [`choose`] applies the fallback rule.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
@@ -1908,23 +1908,24 @@ fn analyze(
     // Each point and ancestor, and beside each a stand-in child and grandchild: the child for
     // operations on an entry of the folder, the grandchild for operations inside a new entry.
     let children = Children::of(&points);
-    let mut reps: BTreeSet<PathBuf> = BTreeSet::new();
+    // (Sets of the paths' bytes: every path here is normal, and the order they are checked in
+    // does not matter, the findings are sorted.)
+    let mut reps: HashSet<OsString> = HashSet::new();
     // The stand-in grandchildren, for operations inside a new entry of a folder. At a
     // grandchild `x/g/g` every other operation decides exactly as at the stand-in child `x/g`,
     // in the policy and in the plan (no rule, mask or point is at or beneath either, so the
     // same rules contain both), and is classified the same; the child is checked with every
     // operation and stands for both in the examples. So only the operations that move an
     // entry, decided by what `x/g` allows, are checked there.
-    let mut inner: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut inner: HashSet<OsString> = HashSet::new();
     let add_generic =
-        |reps: &mut BTreeSet<PathBuf>, inner: &mut BTreeSet<PathBuf>, folder: &Path| {
+        |reps: &mut HashSet<OsString>, inner: &mut HashSet<OsString>, folder: &Path| {
             let child = children.fresh_child(folder);
-            inner.insert(children.fresh_child(&child));
-            reps.insert(child);
+            inner.insert(children.fresh_child(&child).into_os_string());
+            reps.insert(child.into_os_string());
         };
-    let add = |reps: &mut BTreeSet<PathBuf>, inner: &mut BTreeSet<PathBuf>, a: &Path| {
-        let seen = reps.contains(a) || inner.contains(a);
-        reps.insert(a.to_path_buf());
+    let add = |reps: &mut HashSet<OsString>, inner: &mut HashSet<OsString>, a: &Path| {
+        let seen = inner.contains(a.as_os_str()) | !reps.insert(a.as_os_str().to_owned());
         if !seen {
             add_generic(reps, inner, a);
         }
@@ -1940,7 +1941,7 @@ fn analyze(
     }
 
     let mut found: BTreeMap<GapKind, BTreeSet<PathBuf>> = BTreeMap::new();
-    let mut check = |q: &PathBuf, ops: &[Op]| {
+    let mut check = |q: &Path, ops: &[Op]| {
         let mut sight = Sight::new(plan, q);
         let at = policy.at(q);
         let mut kinds: Vec<GapKind> = Vec::new();
@@ -1954,14 +1955,14 @@ fn analyze(
             }
         }
         for kind in kinds {
-            found.entry(kind).or_default().insert(q.clone());
+            found.entry(kind).or_default().insert(q.to_path_buf());
         }
     };
     for q in &reps {
-        check(q, &Op::ALL);
+        check(Path::new(q), &Op::ALL);
     }
     for q in inner.difference(&reps) {
-        check(q, &[Op::Create, Op::Delete, Op::Rename]);
+        check(Path::new(q), &[Op::Create, Op::Delete, Op::Rename]);
     }
 
     let abi = plan.landlock.abi;

@@ -1,7 +1,7 @@
 //! Arguments and loading shared by every subcommand.
 
+use crate::ExitCode;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;

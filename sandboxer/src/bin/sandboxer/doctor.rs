@@ -6,8 +6,8 @@
 //! refusal. macOS: whether `/usr/bin/sandbox-exec` exists and whether the Mac has more than
 //! one real user account (that part is written for macOS and untested here).
 
+use crate::ExitCode;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;

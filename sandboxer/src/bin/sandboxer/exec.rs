@@ -4,9 +4,9 @@
 //! shape can enforce the policy here) or a step the enforcer cannot apply ends with exit 125
 //! and nothing run; otherwise sandboxer exits with the command's status (128+N for signal N).
 
+use crate::ExitCode;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[cfg(target_os = "linux")]
 use anyhow::Context;
@@ -103,8 +103,8 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
 
 #[cfg(target_os = "linux")]
 mod linux {
+    use crate::ExitCode;
     use std::path::Path;
-    use std::process::ExitCode;
 
     use anyhow::{Context, Result};
     use sandboxer::Policy;

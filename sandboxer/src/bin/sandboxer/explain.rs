@@ -7,11 +7,11 @@
 //!
 //! Exit codes: 0 allow, 1 deny, 3 unknown, 2 bad input (returned as an error to `main`).
 
+use crate::ExitCode;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;

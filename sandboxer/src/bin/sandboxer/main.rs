@@ -1,4 +1,12 @@
 //! `sandboxer`: render, check, explain and enforce sandbox policies.
+//!
+//! The entry point is a C `main` instead of Rust's (see [`main`]): `sandboxer exec` runs in
+//! front of every confined command, and the Rust runtime's start-up was a measurable share of
+//! it.
+
+#![cfg_attr(not(test), no_main)]
+// The unit tests' harness brings its own `main`, from which the commands are not reached.
+#![cfg_attr(test, allow(dead_code))]
 
 mod common;
 mod doctor;
@@ -6,8 +14,6 @@ mod exec;
 mod explain;
 mod probe;
 mod render;
-
-use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
@@ -53,7 +59,63 @@ enum Command {
     Probe(probe::ProbeArgs),
 }
 
-fn main() -> ExitCode {
+/// The process's entry point, without the Rust runtime's start-up: that reads
+/// `/proc/self/maps` to place a guard for stack overflows and sets up an alternate signal
+/// stack, about 0.1 ms of every launch here (measured: an empty Rust program against the same
+/// with `#![no_main]`). Arguments and the environment still reach `std::env` (glibc hands them
+/// to the standard library at load time). Kept from the runtime: standard descriptors 0-2 are
+/// open (on `/dev/null` if they were not, so that no file opened later takes their place)
+/// and `SIGPIPE` is ignored; a panic ends with 101, and stdout is flushed before the end. Lost:
+/// the message on a stack overflow, which ends in a plain `SIGSEGV`.
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    standard_fds_open();
+    // SAFETY: installs the ignore disposition, no handler code.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let ExitCode(code) = std::panic::catch_unwind(run).unwrap_or(ExitCode(101));
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    std::process::exit(i32::from(code))
+}
+
+/// How the process ends (`std::process::ExitCode`, whose value only the runtime's own `main`
+/// can read on stable Rust).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExitCode(u8);
+
+impl ExitCode {
+    pub const SUCCESS: ExitCode = ExitCode(0);
+}
+
+impl From<u8> for ExitCode {
+    fn from(code: u8) -> ExitCode {
+        ExitCode(code)
+    }
+}
+
+/// Opens `/dev/null` on any of descriptors 0, 1 and 2 that is closed.
+#[cfg(not(test))]
+fn standard_fds_open() {
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only reads the descriptor's flags.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)
+        {
+            // SAFETY: a plain open; the lowest free descriptor, `fd`, is the one it takes.
+            let opened = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+            if opened != fd {
+                // Nothing sensible can run without its standard descriptors.
+                // SAFETY: ends the process at once.
+                unsafe { libc::_exit(125) };
+            }
+        }
+    }
+}
+
+fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => common::check(args),

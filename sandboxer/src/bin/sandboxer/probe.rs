@@ -5,9 +5,9 @@
 //!
 //! Exit status 0 when every probe was attempted (whatever happened to it), 2 on bad input.
 
+use crate::ExitCode;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;

@@ -1,8 +1,8 @@
 //! `sandboxer render`: policy → Seatbelt profile, to stdout or atomically to a file.
 
+use crate::ExitCode;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
