@@ -994,26 +994,49 @@ fn masks_no_renesting(r: &Runner) {
          cat {state}/config.json; echo cat=$?",
         planning = p(&fx.planning),
     );
-    let ran = fx.run(fx.exec(r, &[], &argv(["sh", "-c", &script])), None);
-    fx.assert_no_marker(&ran);
-    for attempt in [
-        "nested-umount",
-        "nested-mount",
-        "umount",
-        "umount-refused",
-        "mount",
-        "remount",
-        "cat",
-    ] {
+    // By default the sandbox allows no user namespace beneath its own, so the nested attempt
+    // stops at `unshare`; with `[linux] nested_user_namespaces = true` it gets its namespace,
+    // and the Landlock domain still refuses every mount and umount in it.
+    let nested = fx.root.join("nested.toml");
+    let text = fs::read_to_string(&fx.policy).unwrap();
+    fs::write(
+        &nested,
+        format!("{text}\n[linux]\nnested_user_namespaces = true\n"),
+    )
+    .unwrap();
+    chown(&nested, Some(fx.uid), Some(fx.gid)).unwrap();
+    for (policy, nested_allowed) in [(&fx.policy, false), (&nested, true)] {
+        let mut exec = fx.exec_argv(r, &[], &argv(["sh", "-c", &script]));
+        exec[3] = policy.clone().into();
+        let ran = fx.run(fx.as_runner(r, &exec), None);
+        fx.assert_no_marker(&ran);
+        for attempt in [
+            "nested-umount",
+            "nested-mount",
+            "umount",
+            "umount-refused",
+            "mount",
+            "remount",
+            "cat",
+        ] {
+            assert!(
+                !ran.stdout.lines().any(|l| l == format!("{attempt}=0")),
+                "{attempt} succeeded inside the sandbox: {ran:?}"
+            );
+        }
         assert!(
-            !ran.stdout.lines().any(|l| l == format!("{attempt}=0")),
-            "{attempt} succeeded inside the sandbox: {ran:?}"
+            ran.stdout.contains("cat="),
+            "the script did not run to its end: {ran:?}"
         );
+        // ENOSPC: the sandbox's limit of user namespaces beneath it.
+        let limited = ran.stderr.contains("No space left on device");
+        assert_eq!(limited, !nested_allowed, "nested user namespace: {ran:?}");
+        // Root inside (no CAP_SETFCAP) may not map root into a namespace of its own (Linux
+        // >= 5.12), so only the unprivileged user gets as far as the nested mounts.
+        if nested_allowed && r.uid != 0 {
+            assert!(ran.stdout.contains("nested-umount="), "{ran:?}");
+        }
     }
-    assert!(
-        ran.stdout.contains("cat="),
-        "the script did not run to its end: {ran:?}"
-    );
     // Control: the same read outside shows the marker.
     let bare = fx.run(fx.bare(r, &argv(["cat", &p(&fx.config)])), None);
     assert!(bare.stdout.contains(&fx.marker), "{bare:?}");
@@ -1692,10 +1715,35 @@ fn landlock_handles_only_what_it_refuses(r: &Runner) {
     let root = &masks.landlock.rules[0];
     assert_eq!(root.path, Path::new("/"), "{masks:#?}");
     assert_eq!(root.rights, masks.landlock.handled, "{masks:#?}");
-    let kernel = masks.landlock.kernel_ruleset();
-    assert_eq!(kernel.handled, [FsRight::Refer], "{kernel:#?}");
-    assert_eq!(kernel.rules.len(), 1, "{kernel:#?}");
-    assert_eq!(kernel.rules[0].rights, [FsRight::Refer], "{kernel:#?}");
+    // The masks shape forbids nested user namespaces, so the command can never mount: the
+    // kernel's ruleset handles no filesystem right (it only scopes).
+    assert!(masks.mounts_blocked(), "{masks:#?}");
+    let kernel = masks.landlock.kernel_ruleset(masks.mounts_blocked());
+    assert_eq!(kernel.handled, [], "{kernel:#?}");
+    assert!(kernel.rules.is_empty(), "{kernel:#?}");
+    // Files still move and link between folders, nothing mounts, no namespace is made.
+    let script = format!(
+        "unshare -Urm sh -c 'mount -t tmpfs none {rt}; echo mount=$?'; echo unshare=$?; \
+         unshare -Urn true; echo unshare-net=$?; \
+         mkdir -p {rt}/m-from {rt}/m-to && touch {rt}/m-from/f && mv {rt}/m-from/f {rt}/m-to/f \
+         && echo moved=0; ln {rt}/m-to/f {rt}/m-from/g && echo linked=0",
+        rt = p(&fx.runtime),
+    );
+    let ran = fx.run(fx.exec(r, &[], &argv(["sh", "-c", &script])), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    for refused in ["mount=0", "unshare=0", "unshare-net=0"] {
+        assert!(
+            !ran.stdout.lines().any(|l| l == refused),
+            "{refused}: {ran:?}"
+        );
+    }
+    for done in ["moved=0", "linked=0"] {
+        assert!(ran.stdout.contains(done), "{done}: {ran:?}");
+    }
+    assert!(
+        ran.stderr.contains("No space left on device"),
+        "the namespace limit: {ran:?}"
+    );
 
     let open = fx.root.join("open.toml");
     fs::write(
@@ -1722,7 +1770,7 @@ fn landlock_handles_only_what_it_refuses(r: &Runner) {
     let plan: Plan = serde_json::from_str(&printed.stdout).unwrap();
     assert_eq!(plan.shape, Shape::LandlockOnly);
     assert_eq!(
-        plan.landlock.kernel_ruleset().handled,
+        plan.landlock.kernel_ruleset(plan.mounts_blocked()).handled,
         [FsRight::Refer],
         "{plan:#?}"
     );
@@ -1794,6 +1842,7 @@ fn landlock_only_plan(fx: &Fixture, r: &Runner) -> Plan {
         uid: r.uid,
         gid: r.gid,
         namespaces: false,
+        nested_user_namespaces: false,
         mounts: Vec::new(),
         landlock: LandlockPlan {
             abi,

@@ -572,7 +572,7 @@ fn as_the_kernel_gets_it(plan: &Plan) -> Plan {
     if plan.landlock.abi == 0 {
         return out;
     }
-    let kernel = plan.landlock.kernel_ruleset();
+    let kernel = plan.landlock.kernel_ruleset(plan.mounts_blocked());
     out.landlock.handled = kernel.handled.clone();
     out.landlock.rules = kernel
         .rules
@@ -587,10 +587,26 @@ fn as_the_kernel_gets_it(plan: &Plan) -> Plan {
 
 #[test]
 fn the_kernel_handles_only_rights_some_path_is_refused() {
-    // Base open, masks: the rule on `/` grants everything, so the kernel handles `refer` only
-    // (which keeps the domain from mounting and lets files move between folders).
+    // Base open, masks: the rule on `/` grants everything, and the command can never mount
+    // (no nested user namespace, no capability), so the kernel handles no filesystem right:
+    // the domain only scopes.
     let masks7 = choose_with(&product(), &facts(7, true), &machine(), Enforce::Auto).unwrap();
-    let k = masks7.landlock.kernel_ruleset();
+    assert!(masks7.mounts_blocked());
+    let k = masks7.landlock.kernel_ruleset(masks7.mounts_blocked());
+    assert_eq!(k.handled, []);
+    assert!(k.rules.is_empty());
+    assert!(masks7.landlock.scope_abstract_unix && masks7.landlock.scope_signal);
+
+    // The same with nested user namespaces allowed: the command could hold capabilities in
+    // one of its own, so the domain must keep it from mounting: `refer` stays handled (which
+    // also lets files move between folders).
+    let nested = linux_policy(
+        "version = 1\nbase = \"open\"\n[linux]\nnested_user_namespaces = true\n",
+        &[],
+    );
+    let masks7n = choose_with(&nested, &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    assert!(masks7n.nested_user_namespaces && !masks7n.mounts_blocked());
+    let k = masks7n.landlock.kernel_ruleset(masks7n.mounts_blocked());
     assert_eq!(k.handled, [FsRight::Refer]);
     assert_eq!(k.rules.len(), 1);
     assert_eq!(k.rules[0].rule.path, Path::new("/"));
@@ -599,7 +615,7 @@ fn the_kernel_handles_only_rights_some_path_is_refused() {
     // ABI 9: resolve-unix is refused in the read-only grant, so it stays handled, with the
     // rules that grant it around the grant.
     let masks9 = choose_with(&product(), &facts(9, true), &machine(), Enforce::Auto).unwrap();
-    let k = masks9.landlock.kernel_ruleset();
+    let k = masks9.landlock.kernel_ruleset(masks9.mounts_blocked());
     assert_eq!(k.handled, [FsRight::Refer, FsRight::ResolveUnix]);
     assert_eq!(k.rules[0].rights, [FsRight::Refer]);
     assert!(
@@ -615,7 +631,7 @@ fn the_kernel_handles_only_rights_some_path_is_refused() {
         &[],
     );
     let plan = plan_with(&closed, &facts(7, false), Shape::LandlockOnly, &machine()).unwrap();
-    let k = plan.landlock.kernel_ruleset();
+    let k = plan.landlock.kernel_ruleset(plan.mounts_blocked());
     assert!(k.handled.contains(&FsRight::ReadFile));
     assert!(k.handled.contains(&FsRight::Refer));
     assert_eq!(k.handled, plan.landlock.handled);
@@ -627,13 +643,13 @@ fn the_kernel_handles_only_rights_some_path_is_refused() {
         &[],
     );
     let plan = plan_with(&open, &facts(1, false), Shape::LandlockOnly, &machine()).unwrap();
-    let k = plan.landlock.kernel_ruleset();
+    let k = plan.landlock.kernel_ruleset(plan.mounts_blocked());
     assert_eq!(k.handled, [FsRight::MakeBlock]);
     assert_eq!(k.rules.len(), 1);
     assert_eq!(k.rules[0].rights, [FsRight::MakeBlock]);
 
     // Each means what the plan says, everywhere.
-    for plan in [&masks7, &masks9, &plan] {
+    for plan in [&masks7, &masks7n, &masks9, &plan] {
         let kernel = as_the_kernel_gets_it(plan);
         for path in universe_of(&machine()) {
             for op in Op::ALL {

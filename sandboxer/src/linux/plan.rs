@@ -263,6 +263,10 @@ fn folder() -> bool {
     true
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LandlockPlan {
     /// The ABI the plan was made for (0: no Landlock layer at all); the enforcer refuses a
@@ -288,34 +292,41 @@ impl LandlockPlan {
     ///
     /// A right the rule on `/` grants is allowed on every path; Landlock allows a right the
     /// ruleset does not handle on every path too, and checks nothing for it. So such rights
-    /// are left unhandled and taken out of every rule (a rule left with none is dropped):
-    /// in a base-open masks plan, where the rule on `/` grants everything, no file access
-    /// walks the path for a rule. Two exceptions keep the domain what it was:
+    /// are left unhandled and taken out of every rule (a rule left with none is dropped).
+    /// When that leaves none (a base-open masks plan, where the rule on `/` grants
+    /// everything), the domain handles no filesystem right at all, and opening a file costs
+    /// Landlock nothing (about 0.1 µs per open otherwise: 2 % of `rg` over 20 000 files) —
+    /// provided `mounts_blocked` ([`Plan::mounts_blocked`]): only a domain that handles a
+    /// filesystem right is denied `mount`, `umount`, `pivot_root` and remounts, so without
+    /// that, two exceptions keep the domain what it was:
     ///
     /// - `refer` stays handled (and granted): Landlock treats it as handled by any ruleset
     ///   that handles a filesystem right, and without a rule granting it, forbids moving or
     ///   linking a file to another folder.
-    /// - At least one filesystem right stays handled: only a domain that handles one is
-    ///   denied `mount`, `umount`, `pivot_root` and remounts (a ruleset with only scopes is
-    ///   valid from ABI 6, but would not be). `refer` does it from ABI 2; below, `make-block`.
-    ///   Neither is ever checked when a file is opened, read, written or executed.
+    /// - At least one filesystem right stays handled. `refer` does it from ABI 2; below,
+    ///   `make-block`. Neither is ever checked when a file is opened, read, written or
+    ///   executed, but the domain is, as said.
     ///
     /// [`handled`]: LandlockPlan::handled
     /// [`rules`]: LandlockPlan::rules
-    pub fn kernel_ruleset(&self) -> KernelRuleset<'_> {
+    pub fn kernel_ruleset(&self, mounts_blocked: bool) -> KernelRuleset<'_> {
         let everywhere: Vec<FsRight> = self
             .rules
             .iter()
             .filter(|r| r.is_dir && r.path.as_os_str() == "/")
             .flat_map(|r| r.rights.iter().copied())
             .collect();
-        let mut handled: Vec<FsRight> = self
-            .handled
-            .iter()
-            .copied()
-            .filter(|r| *r == FsRight::Refer || !everywhere.contains(r))
-            .collect();
-        if handled.is_empty() {
+        let refused_somewhere = self.handled.iter().any(|r| !everywhere.contains(r));
+        let mut handled: Vec<FsRight> = if refused_somewhere || !mounts_blocked {
+            self.handled
+                .iter()
+                .copied()
+                .filter(|r| *r == FsRight::Refer || !everywhere.contains(r))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if handled.is_empty() && !mounts_blocked {
             // Everything is granted everywhere and the ABI has no `refer`: keep one right.
             handled.extend(
                 [FsRight::MakeBlock]
@@ -381,6 +392,11 @@ pub struct Plan {
     /// user + mount + PID namespaces with a fresh `/proc`, the sandbox's own `/dev/pts` and a
     /// small init as PID 1.
     pub namespaces: bool,
+    /// With `namespaces`: the command may make user namespaces of its own. When it may not
+    /// (the sandbox's user namespace allows none beneath it), it can hold no capability
+    /// anywhere, so it can never mount: see [`LandlockPlan::kernel_ruleset`].
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub nested_user_namespaces: bool,
     pub mounts: Vec<MountStep>,
     pub landlock: LandlockPlan,
     /// Rule paths (protected, grants, refused, ways out) that did not exist at plan time and
@@ -405,6 +421,14 @@ pub struct Absent {
 }
 
 impl Plan {
+    /// Whether the command can never mount, whatever its Landlock domain: in the masks shape
+    /// without `nested_user_namespaces`, it holds no capability in the sandbox's user
+    /// namespace and may make none of its own (the enforcer sets the sandbox's
+    /// `user.max_user_namespaces` to 0).
+    pub fn mounts_blocked(&self) -> bool {
+        self.namespaces && !self.nested_user_namespaces
+    }
+
     /// The gaps that let a process do what the policy denies to an asset or a way out.
     pub fn breaking_gaps(&self) -> impl Iterator<Item = &Gap> {
         self.gaps.iter().filter(|g| g.breaks_policy)

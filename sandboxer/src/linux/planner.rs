@@ -629,6 +629,8 @@ impl<'a> Planner<'a> {
             uid: self.facts.uid,
             gid: self.facts.gid,
             namespaces: self.shape == Shape::Masks,
+            nested_user_namespaces: self.shape == Shape::Masks
+                && self.policy.linux.nested_user_namespaces,
             mounts: std::mem::take(&mut self.mounts),
             landlock: LandlockPlan {
                 abi,

@@ -186,6 +186,7 @@ struct RawMacos {
 struct RawLinux {
     enforce: Option<Spanned<String>>,
     ways_out: Option<bool>,
+    nested_user_namespaces: Option<bool>,
 }
 
 /// Folders a closed base opens when the file does not say. Read: the system; write: the
@@ -511,7 +512,11 @@ impl Cx<'_> {
                 deny_mach_services,
                 ways_out: macos_ways_out,
             },
-            linux: LinuxKnobs { enforce, ways_out },
+            linux: LinuxKnobs {
+                enforce,
+                ways_out,
+                nested_user_namespaces: raw.linux.nested_user_namespaces.unwrap_or(false),
+            },
         })
     }
 

@@ -167,6 +167,9 @@ pub struct LinuxKnobs {
     pub enforce: Enforce,
     /// Mask the ways-out list (`profiles/linux/ways-out.toml`) as protected roots.
     pub ways_out: bool,
+    /// Let the confined command make user namespaces of its own (masks shape; the default is
+    /// no: see docs/linux.md).
+    pub nested_user_namespaces: bool,
 }
 
 /// A loaded, resolved, validated policy for one target.

@@ -249,3 +249,20 @@ fn macos_ways_out_must_be_a_boolean() {
     let p = mac("version = 1\nbase = \"open\"\n[macos]\nways_out = false\n").unwrap();
     assert!(!p.macos.ways_out);
 }
+
+/// `[linux] nested_user_namespaces` takes a boolean, off unless the policy says so.
+#[test]
+fn nested_user_namespaces_is_a_boolean_off_by_default() {
+    let linux = |text: &str| {
+        let opts = ResolveOptions::new(Target::Linux, PathBuf::from("/home/ada"), false).unwrap();
+        Policy::from_toml(text, "p.toml", &opts)
+    };
+    let e = err("version = 1\nbase = \"open\"\n[linux]\nnested_user_namespaces = 1\n");
+    assert_eq!((e.line, e.column), (4, 26), "{e}");
+    assert!(e.message.contains("expected a boolean"), "{e}");
+    let p = linux("version = 1\nbase = \"open\"\n").unwrap();
+    assert!(!p.linux.nested_user_namespaces);
+    let p =
+        linux("version = 1\nbase = \"open\"\n[linux]\nnested_user_namespaces = true\n").unwrap();
+    assert!(p.linux.nested_user_namespaces);
+}

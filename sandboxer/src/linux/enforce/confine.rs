@@ -16,9 +16,9 @@ use nix::unistd::{chdir, execvp, setsid};
 
 use super::error::{EnforceError, Layer};
 use super::{Prepared, caps, landlock, sys};
-use crate::linux::plan::LandlockPlan;
+use crate::linux::plan::Plan;
 
-pub(super) fn exec(p: &Prepared, rules: &LandlockPlan) -> Result<Infallible, EnforceError> {
+pub(super) fn exec(p: &Prepared, plan: &Plan) -> Result<Infallible, EnforceError> {
     setsid().map_err(|e| EnforceError::os(Layer::Session, "setsid", e))?;
     chdir(p.cwd.as_c_str()).map_err(|e| {
         EnforceError::os(
@@ -36,8 +36,8 @@ pub(super) fn exec(p: &Prepared, rules: &LandlockPlan) -> Result<Infallible, Enf
             "no_new_privs reads back as unset",
         ));
     }
-    if landlock::wanted(rules) {
-        landlock::restrict(rules)?;
+    if landlock::wanted(&plan.landlock) {
+        landlock::restrict(&plan.landlock, plan.mounts_blocked())?;
     }
     sys::cloexec_from_3().map_err(|e| {
         EnforceError::os(

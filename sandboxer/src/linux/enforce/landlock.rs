@@ -17,6 +17,8 @@ use nix::sys::stat::fstat;
 
 use super::error::{EnforceError, Layer};
 use super::sys;
+#[cfg(doc)]
+use crate::linux::plan::Plan;
 use crate::linux::plan::{FsRight, KernelRule, LandlockPlan};
 
 /// The first ABI with scopes (abstract Unix sockets, signals).
@@ -92,17 +94,23 @@ pub(super) fn check_kernel(plan: &LandlockPlan) -> Result<(), EnforceError> {
     Ok(())
 }
 
-/// Builds the plan's ruleset (as given to the kernel: [`LandlockPlan::kernel_ruleset`]) and
-/// restricts the calling thread (and its future children). `no_new_privs` must already be
-/// set.
-pub(super) fn restrict(plan: &LandlockPlan) -> Result<(), EnforceError> {
+/// Builds the plan's ruleset (as given to the kernel: [`LandlockPlan::kernel_ruleset`], with
+/// [`Plan::mounts_blocked`]) and restricts the calling thread (and its future children).
+/// `no_new_privs` must already be set. A ruleset that would handle nothing and scope nothing
+/// (everything allowed, no scopes below ABI 6) is not made: there is nothing for it to do.
+pub(super) fn restrict(plan: &LandlockPlan, mounts_blocked: bool) -> Result<(), EnforceError> {
     let err = |what: String| EnforceError::new(Layer::Landlock, what);
-    let kernel = plan.kernel_ruleset();
+    let kernel = plan.kernel_ruleset(mounts_blocked);
+    if kernel.handled.is_empty() && !plan.scope_abstract_unix && !plan.scope_signal {
+        return Ok(());
+    }
     let handled = access(&kernel.handled);
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(handled)
-        .map_err(|e| err(format!("handling {handled:?}: {e}")))?;
+    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    if !handled.is_empty() {
+        ruleset = ruleset
+            .handle_access(handled)
+            .map_err(|e| err(format!("handling {handled:?}: {e}")))?;
+    }
     let mut scopes = BitFlags::<Scope>::empty();
     if plan.scope_abstract_unix {
         scopes |= Scope::AbstractUnixSocket;

@@ -105,9 +105,12 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     };
     p.own_affinity();
     mounts::apply(&plan.mounts)?;
+    if !plan.nested_user_namespaces {
+        userns::forbid_nested()?;
+    }
     harden()?;
     let command = spawn_for_exec(reporter, Parent::Pid(Pid::from_raw(1)), || {
-        confine::exec(p, &plan.landlock)
+        confine::exec(p, &plan)
     })?;
     let hop = Hop {
         caller: false,

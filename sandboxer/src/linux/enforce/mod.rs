@@ -380,7 +380,7 @@ impl Prepared {
         let reporter = channel.reporter();
         let first = spawn(reporter, Parent::Pid(getpid()), || {
             this.leave_gate_to_parent();
-            confine::exec(this, &plan.landlock)
+            confine::exec(this, plan)
         });
         let reader = channel.into_reader();
         if let (Ok(child), Some(_)) = (&first, &self.gate) {
