@@ -8,6 +8,15 @@
 // The unit tests' harness brings its own `main`, from which the commands are not reached.
 #![cfg_attr(test, allow(dead_code))]
 
+// The unwinder (`_Unwind_*`, for panics) linked in from GCC's static `libgcc_eh.a`, which the C
+// compiler that links Rust programs ships, instead of loaded from `libgcc_s.so.1`: the same
+// code, minus a shared library to map and relocate and its constructor, which asks the CPU
+// for its features (`cpuid`, which traps to the hypervisor on a VM: 0.1-0.2 ms of every
+// launch here). Our objects need `_Unwind_Resume` before the standard library's are read, so
+// the linker takes these members first and `--as-needed` drops `libgcc_s`.
+#[link(name = "gcc_eh", kind = "static", modifiers = "-bundle")]
+unsafe extern "C" {}
+
 mod common;
 mod doctor;
 mod exec;
