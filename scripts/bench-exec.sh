@@ -6,7 +6,9 @@
 #   2. landlock-only running /bin/true vs  bare /bin/true
 #      (and the floor for any wrapper here: `sandboxer --version` alone, and, when a C compiler
 #      is around, a minimal glibc program that only executes /bin/true)
-#   3. a file-heavy workload (single-threaded rg over 20 000 generated files), confined vs bare
+#   3. a file-heavy workload (single-threaded rg over 20 000 generated files), confined vs bare;
+#      and beside it rg's own time inside one masks sandbox against outside (hyperfine run in
+#      it), which leaves the launch out and shows what confinement costs per file
 # Targets (docs/performance.md): masks <= bwrap; landlock-only <= 1.5x bare; workload <= 1.05x.
 #
 # Usage: scripts/bench-exec.sh   (RUNS, WARMUP, ROUNDS, WORKLOAD_RUNS, WORKLOAD_ROUNDS change
@@ -20,8 +22,9 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-15}
 WARMUP=${WARMUP:-2}
 ROUNDS=${ROUNDS:-20}
-WORKLOAD_RUNS=${WORKLOAD_RUNS:-2}
-WORKLOAD_ROUNDS=${WORKLOAD_ROUNDS:-25}
+WORKLOAD_RUNS=${WORKLOAD_RUNS:-3}
+WORKLOAD_ROUNDS=${WORKLOAD_ROUNDS:-40}
+INSIDE_ROUNDS=${INSIDE_ROUNDS:-8}
 
 for tool in hyperfine bwrap rg python3 cargo; do
   command -v "$tool" >/dev/null || { echo "bench-exec: $tool is missing (scripts/setup-test-env.sh)" >&2; exit 2; }
@@ -153,6 +156,13 @@ bench masks "$ROUNDS" "$RUNS" "$WARMUP" \
   "$TRUE" "${BW}$TRUE" "$MASKS $TRUE" "$EXEC_PLAN $WORK/plan.json -- $TRUE"
 bench landlock "$ROUNDS" "$RUNS" "$WARMUP" "$TRUE" "$LLONLY $TRUE" "$SBX --version" "${FLOOR[@]}"
 bench workload "$WORKLOAD_ROUNDS" "$WORKLOAD_RUNS" 1 "$WORKLOAD" "$MASKS $WORKLOAD" "$LLONLY $WORKLOAD"
+# rg's own time, inside one masks sandbox and outside, alternating (hyperfine runs inside).
+for ((round = 0; round < INSIDE_ROUNDS; round++)); do
+  hyperfine -N --style none --warmup 1 --runs 5 --export-json "$WORK/outside-$round.json" \
+    "$WORKLOAD" >/dev/null 2>&1
+  $MASKS hyperfine -N --style none --warmup 1 --runs 5 \
+    --export-json "$WORK/inside-$round.json" "$WORKLOAD" >/dev/null 2>&1
+done
 echo "bench-exec: load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$WORK" <<'EOF'
@@ -184,6 +194,9 @@ bare, wm, wl = medians("workload")
 rows.append(("workload: rg over 20 000 files, bare", bare, None, None))
 rows.append(("workload: sandboxer exec (masks)", wm, bare, ("vs bare", wm / bare, 1.05)))
 rows.append(("workload: sandboxer exec (landlock-only)", wl, bare, ("vs bare", wl / bare, 1.05)))
+(outside,), (inside,) = medians("outside"), medians("inside")
+rows.append(("workload: rg alone, outside", outside, None, None))
+rows.append(("workload: rg alone, inside a masks sandbox", inside, outside, None))
 print(f"{'':48} {'median':>10} {'x bare':>8}  target")
 for name, ms, base, target in rows:
     ratio = f"{ms / base:8.2f}" if base else " " * 8

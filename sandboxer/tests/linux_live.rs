@@ -144,6 +144,7 @@ live!(
     masks_shared_placeholders,
     job_control,
     read_only_grants_in_the_open,
+    threaded_caller,
 );
 
 // ---- binaries --------------------------------------------------------------------------------
@@ -1936,4 +1937,83 @@ fn landlock_only_shape(r: &Runner) {
     assert_eq!(abstract_sock.connections(), 1, "only the control connected");
     victim.child.kill().unwrap();
     victim.child.wait().unwrap();
+}
+
+/// A multi-threaded caller (the dispatcher launches in its own process) gets the masks shape
+/// through the monitor (`fork`, then new namespaces), never the raw `clone` a single-threaded
+/// `sandboxer exec` uses: the same sandbox either way. In this process, so only as its own
+/// user (root under CI); the unprivileged half runs through the binaries everywhere else.
+fn threaded_caller(r: &Runner) {
+    use sandboxer::linux::enforce::Command as Confined;
+    use sandboxer::linux::exec::{launch, unprobed_facts};
+    use sandboxer::policy::{Enforce, ResolveOptions};
+    use sandboxer::{Policy, Target};
+    if r.switch_to.is_some() {
+        eprintln!("threaded_caller: runs in this process, so as its own user only");
+        return;
+    }
+    let fx = Fixture::new(r);
+    let out = fx.root.join("threaded.out");
+    let opts = ResolveOptions::new(Target::Linux, fx.home.clone(), true).unwrap();
+    let text = fs::read_to_string(&fx.policy).unwrap();
+    let policy = Policy::from_toml(&text, "policy.toml", &opts).unwrap();
+    // Another thread, alive for the whole launch: once the command runs, it looks at the
+    // caller's child (the monitor: in this PID namespace only; PID 1 would have two pids),
+    // then lets the command go on.
+    let (ready, go) = (fx.root.join("ready"), fx.root.join("go"));
+    let caller = nix::unistd::gettid();
+    let watcher = {
+        let (ready, go) = (ready.clone(), go.clone());
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !ready.exists() && start.elapsed() < TIMEOUT {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let children = fs::read_to_string(format!("/proc/self/task/{caller}/children"));
+            let nspid = children.ok().and_then(|c| {
+                let child = c.split_whitespace().next()?.to_string();
+                let status = fs::read_to_string(format!("/proc/{child}/status")).ok()?;
+                Some(
+                    status
+                        .lines()
+                        .find(|l| l.starts_with("NSpid:"))?
+                        .to_string(),
+                )
+            });
+            fs::write(&go, "").unwrap();
+            nspid
+        })
+    };
+    let script = format!(
+        "echo pid=$$ > {out}; touch {ready}; while [ ! -e {go} ]; do sleep 0.01; done; \
+         cat {config} >> {out} 2>&1; exit 3",
+        out = p(&out),
+        ready = p(&ready),
+        go = p(&go),
+        config = p(&fx.config)
+    );
+    let command = Confined {
+        program: "sh".into(),
+        args: argv(["-c", script.as_str()]),
+        cwd: fx.runtime.clone(),
+    };
+    let ended = launch(&policy, &unprobed_facts(), Enforce::Masks, &command);
+    let nspid = watcher.join().unwrap();
+    assert_eq!(ended.exit_code(), 3, "{ended:?}");
+    let nspid = nspid.expect("the caller's child while the command ran");
+    assert_eq!(
+        nspid.split_whitespace().count(),
+        2,
+        "the caller's child is the monitor, outside the sandbox's PID namespace: {nspid}"
+    );
+    let text = fs::read_to_string(&out).unwrap();
+    assert!(
+        text.starts_with("pid=2\n"),
+        "the command is PID 1's child: {text}"
+    );
+    assert!(
+        !text.contains(&fx.marker),
+        "the protected file was read: {text}"
+    );
+    assert!(text.contains("No such file"), "{text}");
 }

@@ -643,17 +643,11 @@ impl Drop for ChildStack {
     }
 }
 
-/// Whether this process has one thread (`/proc/self/stat`'s `num_threads`). `false` when it
-/// cannot tell.
+/// Whether this process has one thread and shares its memory with no other process. Asked of
+/// the kernel in one system call: `unshare(CLONE_VM)` fails with `EINVAL` unless that holds,
+/// and otherwise changes nothing.
 fn single_threaded() -> bool {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return false;
-    };
-    // Fields after the command name (which may hold spaces and parentheses) start at 3;
-    // num_threads is field 20.
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
-        .is_some_and(|n| n == "1")
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_VM).is_ok()
 }
 
 /// A new sandbox process: runs `body`, which either never returns (it executes or exits) or
