@@ -12,8 +12,7 @@
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use nix::errno::Errno;
-use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, recv, send, socketpair};
+use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, send, socketpair};
 
 use super::error::{EnforceError, Layer};
 
@@ -59,15 +58,11 @@ impl Gate {
         }
     }
 
-    /// In the command's process: waits for the caller's answer.
-    pub fn pass(&self) -> Result<(), EnforceError> {
+    /// In the command's process: waits for the caller's answer (`spin`: see
+    /// [`super::sys::recv_soon`]).
+    pub fn pass(&self, spin: bool) -> Result<(), EnforceError> {
         let mut answer = [0u8; 1];
-        let got = loop {
-            match recv(self.wait.as_raw_fd(), &mut answer, MsgFlags::empty()) {
-                Err(Errno::EINTR) => continue,
-                other => break other,
-            }
-        };
+        let got = super::sys::recv_soon(self.wait.as_raw_fd(), &mut answer, spin);
         match got {
             Ok(1) if answer == *b"1" => Ok(()),
             Ok(_) => Err(EnforceError::new(

@@ -9,7 +9,6 @@
 //! (`MSG_NOSIGNAL`): the sandbox may have failed and gone before the plan is ready.
 
 use std::cell::Cell;
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::errno::Errno;
@@ -72,23 +71,20 @@ impl Handoff {
         drop(self.send.take());
     }
 
-    /// In PID 1: the plan, or `None` when the caller gave up without one.
-    pub fn receive(&self) -> Result<Option<Plan>, EnforceError> {
+    /// In PID 1: the plan, or `None` when the caller gave up without one (`spin`: see
+    /// [`super::sys::recv_soon`]).
+    pub fn receive(&self, spin: bool) -> Result<Option<Plan>, EnforceError> {
         let mut bytes = Vec::new();
-        let mut stream = std::fs::File::from(self.receive.try_clone().map_err(|e| {
-            EnforceError::new(
-                Layer::Process,
-                format!("duplicating the plan's socket: {e}"),
-            )
-        })?);
+        let mut chunk = vec![0u8; 64 * 1024];
         loop {
-            match stream.read_to_end(&mut bytes) {
-                Ok(_) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            match super::sys::recv_soon(self.receive.as_raw_fd(), &mut chunk, spin) {
+                Ok(0) => break,
+                Ok(n) => bytes.extend_from_slice(&chunk[..n]),
                 Err(e) => {
-                    return Err(EnforceError::new(
+                    return Err(EnforceError::os(
                         Layer::Plan,
-                        format!("reading the plan from the caller: {e}"),
+                        "reading the plan from the caller",
+                        e,
                     ));
                 }
             }

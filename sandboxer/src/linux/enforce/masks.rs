@@ -98,7 +98,7 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
         )
     })?;
     fresh_terminals()?;
-    let Some(plan) = handoff.receive()? else {
+    let Some(plan) = handoff.receive(p.spare_cpu())? else {
         // The caller gave up before it had a plan; it reports why, if anything.
         // SAFETY: see `spawn`.
         unsafe { libc::_exit(i32::from(NOT_RUN)) }

@@ -348,6 +348,17 @@ impl Prepared {
         }
     }
 
+    /// Whether the caller may use more than one CPU (so a sandbox process may wait by spinning
+    /// on one while the caller works on another).
+    fn spare_cpu(&self) -> bool {
+        self.affinity.as_ref().is_some_and(|allowed| {
+            (0..CpuSet::count())
+                .filter(|&c| allowed.is_set(c) == Ok(true))
+                .nth(1)
+                .is_some()
+        })
+    }
+
     /// In the sandbox, once the caller has handed something over (the plan, the gate's
     /// answer): the caller's affinity again, for everything started from here on.
     fn own_affinity(&self) {
@@ -448,7 +459,7 @@ impl Prepared {
     /// plan may run. Anything but a yes (a no, the caller gone) ends it here.
     fn pass_gate(&self) -> Result<(), EnforceError> {
         match &self.gate {
-            Some(gate) => gate.pass(),
+            Some(gate) => gate.pass(self.spare_cpu()),
             None => Ok(()),
         }
     }
