@@ -2,67 +2,37 @@
 //! sandbox is being set up ([`super::run_checking`]), the command's process waits here, right
 //! before `exec`, until the caller says yes.
 //!
-//! A Unix stream socket pair, close-on-exec. The caller keeps the sending end and sends one
-//! byte, `1` for yes or `0` for no, then lets it go; every sandbox process lets go of its copy
-//! as soon as it starts. The command's process reads one byte: anything but `1`, including
-//! the end of the stream (the caller died without saying yes), means no, and nothing is run.
-//! Sending never raises `SIGPIPE` (`MSG_NOSIGNAL`): the sandbox may have failed and gone
-//! before the check ends.
+//! A [`OneWay`] socket pair: the caller sends one byte, `1` for yes or `0` for no, then lets
+//! its end go. The command's process reads one byte: anything but `1`, including the end of
+//! the stream (the caller died without saying yes), means no, and nothing is run.
 
-use std::cell::Cell;
-use std::os::fd::{AsRawFd, OwnedFd};
-
-use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, send, socketpair};
+use std::os::fd::AsRawFd;
 
 use super::error::{EnforceError, Layer};
+use super::sys::OneWay;
 
-pub(super) struct Gate {
-    /// Read by the command's process.
-    wait: OwnedFd,
-    /// Written by the caller; taken (closed) once the answer is sent.
-    open: Cell<Option<OwnedFd>>,
-}
+pub(super) struct Gate(OneWay);
 
 impl Gate {
     pub fn new() -> Result<Gate, EnforceError> {
-        let (wait, open) = socketpair(
-            AddressFamily::Unix,
-            SockType::Stream,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| EnforceError::os(Layer::Process, "creating the gate (socketpair)", e))?;
-        Ok(Gate {
-            wait,
-            open: Cell::new(Some(open)),
-        })
+        OneWay::new("the gate").map(Gate)
     }
 
     /// The caller's answer: `1` lets the command run, anything else stops it.
     pub fn open(&self, yes: bool) {
-        if let Some(fd) = self.open.take() {
-            // Nobody may be left to read it (the sandbox failed): that is fine.
-            let _ = send(
-                fd.as_raw_fd(),
-                if yes { b"1" } else { b"0" },
-                MsgFlags::MSG_NOSIGNAL,
-            );
-        }
+        self.0.say(if yes { b"1" } else { b"0" });
     }
 
-    /// In a sandbox process: closes this process's copy of the sending end, so that the
-    /// caller's is the last one.
+    /// In a sandbox process: lets go of the sending end (see [`OneWay::leave_to_parent`]).
     pub fn leave_to_parent(&self) {
-        if let Some(fd) = self.open.take() {
-            drop(fd);
-        }
+        self.0.leave_to_parent();
     }
 
     /// In the command's process: waits for the caller's answer (`spin`: see
     /// [`super::sys::recv_soon`]).
     pub fn pass(&self, spin: bool) -> Result<(), EnforceError> {
         let mut answer = [0u8; 1];
-        let got = super::sys::recv_soon(self.wait.as_raw_fd(), &mut answer, spin);
+        let got = super::sys::recv_soon(self.0.receive.as_raw_fd(), &mut answer, spin);
         match got {
             Ok(1) if answer == *b"1" => Ok(()),
             Ok(_) => Err(EnforceError::new(

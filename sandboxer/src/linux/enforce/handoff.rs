@@ -1,74 +1,43 @@
 //! The plan's way to PID 1 in the masks shape, whose processes start before the plan exists
 //! (see [`super::Started`]).
 //!
-//! A Unix stream socket pair, close-on-exec. The caller keeps the sending end, writes the plan
-//! as JSON and closes it; every sandbox process lets go of its copy of that end as soon as it
-//! starts, so PID 1 reads up to the end of the stream. An empty stream means the caller gave
-//! up (its planning failed, or the fallback rule chose another shape, or it died): PID 1 then
-//! ends without applying or running anything. Sending never raises `SIGPIPE`
-//! (`MSG_NOSIGNAL`): the sandbox may have failed and gone before the plan is ready.
+//! A [`OneWay`] socket pair: the caller writes the plan as JSON and closes its end, and PID 1
+//! reads up to the end of the stream. An empty stream means the caller gave up (its planning
+//! failed, or the fallback rule chose another shape, or it died): PID 1 then ends without
+//! applying or running anything.
 
-use std::cell::Cell;
-use std::os::fd::{AsRawFd, OwnedFd};
-
-use nix::errno::Errno;
-use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, send, socketpair};
+use std::os::fd::AsRawFd;
 
 use super::error::{EnforceError, Layer};
+use super::sys::OneWay;
 use crate::linux::plan::Plan;
 
-pub(super) struct Handoff {
-    /// Read by PID 1.
-    receive: OwnedFd,
-    /// Written by the caller; taken (closed) once the plan is sent or the caller gives up.
-    send: Cell<Option<OwnedFd>>,
-}
+pub(super) struct Handoff(OneWay);
 
 impl Handoff {
     pub fn new() -> Result<Handoff, EnforceError> {
-        let (receive, send) = socketpair(
-            AddressFamily::Unix,
-            SockType::Stream,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| EnforceError::os(Layer::Process, "creating the plan's socket pair", e))?;
-        Ok(Handoff {
-            receive,
-            send: Cell::new(Some(send)),
-        })
+        OneWay::new("the plan's socket").map(Handoff)
     }
 
-    /// In a sandbox process: closes this process's copy of the sending end, so that the
-    /// caller's is the last one.
+    /// In a sandbox process: lets go of the sending end (see [`OneWay::leave_to_parent`]).
     pub fn leave_to_parent(&self) {
-        drop(self.send.take());
+        self.0.leave_to_parent();
     }
 
     /// The caller's side: hands `plan` over and closes the sending end. A sandbox that is
     /// already gone is not an error here: its processes reported why, and the caller reads
     /// that after waiting for them.
     pub fn send(&self, plan: &Plan) -> Result<(), EnforceError> {
-        let Some(fd) = self.send.take() else {
-            return Ok(());
-        };
         let bytes = serde_json::to_vec(plan).map_err(|e| {
             EnforceError::new(Layer::Plan, format!("serialising the plan for PID 1: {e}"))
         })?;
-        let mut rest = &bytes[..];
-        while !rest.is_empty() {
-            match send(fd.as_raw_fd(), rest, MsgFlags::MSG_NOSIGNAL) {
-                Ok(n) => rest = &rest[n..],
-                Err(Errno::EINTR) => continue,
-                Err(_) => break,
-            }
-        }
+        self.0.say(&bytes);
         Ok(())
     }
 
     /// The caller's side, when no plan will come: PID 1 sees the end of the stream.
     pub fn abandon(&self) {
-        drop(self.send.take());
+        self.0.say(&[]);
     }
 
     /// In PID 1: the plan, or `None` when the caller gave up without one (`spin`: see
@@ -77,7 +46,7 @@ impl Handoff {
         let mut bytes = Vec::new();
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
-            match super::sys::recv_soon(self.receive.as_raw_fd(), &mut chunk, spin) {
+            match super::sys::recv_soon(self.0.receive.as_raw_fd(), &mut chunk, spin) {
                 Ok(0) => break,
                 Ok(n) => bytes.extend_from_slice(&chunk[..n]),
                 Err(e) => {

@@ -50,8 +50,7 @@ pub(super) fn monitor(
     plan: &Handoff,
     reporter: Reporter,
 ) -> Result<Infallible, EnforceError> {
-    setpgid(Pid::from_raw(0), Pid::from_raw(0))
-        .map_err(|e| EnforceError::os(Layer::Process, "leaving the caller's process group", e))?;
+    own_process_group()?;
     userns::enter(p.uid, p.gid)?;
     mounts::make_root_private()?;
     // PID 1's parent lives outside its PID namespace, so it cannot check its parent by pid.
@@ -74,11 +73,16 @@ pub(super) fn first_pid1(
     handoff: &Handoff,
     reporter: Reporter,
 ) -> Result<Infallible, EnforceError> {
-    setpgid(Pid::from_raw(0), Pid::from_raw(0))
-        .map_err(|e| EnforceError::os(Layer::Process, "leaving the caller's process group", e))?;
+    own_process_group()?;
     userns::map(p.uid, p.gid)?;
     mounts::make_root_private()?;
     pid1(p, handoff, reporter)
+}
+
+/// Leaves the caller's process group (and so the terminal's foreground group: see above).
+fn own_process_group() -> Result<(), EnforceError> {
+    setpgid(Pid::from_raw(0), Pid::from_raw(0))
+        .map_err(|e| EnforceError::os(Layer::Process, "leaving the caller's process group", e))
 }
 
 fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallible, EnforceError> {

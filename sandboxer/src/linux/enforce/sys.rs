@@ -243,3 +243,61 @@ pub(super) fn recv_soon(fd: RawFd, buf: &mut [u8], spin: bool) -> Result<usize, 
         }
     }
 }
+
+/// A Unix stream socket pair, close-on-exec, for a word from the caller to a sandbox process
+/// (the gate's answer, the plan). The caller keeps the sending end; every sandbox process lets
+/// go of its copy as soon as it starts ([`OneWay::leave_to_parent`]), so the reading end sees
+/// the end of the stream once the caller has closed its end or died. Sending never raises
+/// `SIGPIPE` (`MSG_NOSIGNAL`): the sandbox may have failed and gone meanwhile.
+pub(super) struct OneWay {
+    /// Read by a sandbox process.
+    pub receive: OwnedFd,
+    /// Written by the caller; taken (closed) once it has said what it had to say.
+    send: std::cell::Cell<Option<OwnedFd>>,
+}
+
+impl OneWay {
+    /// `what` names it in the error.
+    pub fn new(what: &str) -> Result<OneWay, super::error::EnforceError> {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (receive, send) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| {
+            super::error::EnforceError::os(
+                super::error::Layer::Process,
+                format_args!("creating {what} (socketpair)"),
+                e,
+            )
+        })?;
+        Ok(OneWay {
+            receive,
+            send: std::cell::Cell::new(Some(send)),
+        })
+    }
+
+    /// The caller's side: sends all of `bytes` (as far as anyone reads) and closes its end.
+    /// Without bytes, only closes it.
+    pub fn say(&self, bytes: &[u8]) {
+        let Some(fd) = self.send.take() else {
+            return;
+        };
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            match nix::sys::socket::send(fd.as_raw_fd(), rest, MsgFlags::MSG_NOSIGNAL) {
+                Ok(n) => rest = &rest[n..],
+                Err(Errno::EINTR) => continue,
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// In a sandbox process: closes this process's copy of the sending end, so that the
+    /// caller's is the last one.
+    pub fn leave_to_parent(&self) {
+        drop(self.send.take());
+    }
+}
