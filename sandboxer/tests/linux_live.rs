@@ -1075,15 +1075,55 @@ fn terminal_injection(r: &Runner) {
         "the control has a controlling terminal: {control:?}"
     );
 
+    // `sandboxer exec --enforce landlock-only` becomes the command itself where it can: as a
+    // shell's child it takes a new session; as a job of an interactive shell (a process-group
+    // leader, which cannot) it gives up the terminal with TIOCNOTTY; as the session's leader
+    // it cannot do either and starts the command in a new session as before. A policy
+    // landlock-only can enforce on this ABI: nothing protected.
+    let open = fx.root.join("open.toml");
+    fs::write(
+        &open,
+        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n",
+    )
+    .unwrap();
+    chown(&open, Some(fx.uid), Some(fx.gid)).unwrap();
+    let mut in_place = fx.exec_argv(r, &["--enforce", "landlock-only"], &probe);
+    in_place[3] = open.clone().into();
+    let line = in_place
+        .iter()
+        .map(|a| sh_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let script = |shell_line: String| {
+        fx.as_runner(
+            r,
+            &argv(["script", "-qec", shell_line.as_str(), "/dev/null"]),
+        )
+    };
     let inside = [
-        ("masks", fx.exec_argv(r, &[], &probe)),
+        ("masks", under_pty(&fx.exec_argv(r, &[], &probe))),
         (
             "landlock-only",
-            fx.exec_plan_argv(r, &landlock_only_plan(&fx, r), &probe),
+            under_pty(&fx.exec_plan_argv(r, &landlock_only_plan(&fx, r), &probe)),
+        ),
+        (
+            "landlock-only in place, new session",
+            script(format!("{line}; true")),
+        ),
+        (
+            "landlock-only in place, a job (TIOCNOTTY)",
+            script(format!(
+                "sh -ic {}",
+                sh_quote(OsStr::new(&format!("{line}; true")))
+            )),
+        ),
+        (
+            "landlock-only as the session leader",
+            script(format!("exec {line}")),
         ),
     ];
     for (shape, command) in inside {
-        let ran = fx.run(under_pty(&command), None);
+        let ran = fx.run(command, None);
         let results = parse_probes(&ran.stdout);
         assert_eq!(results.len(), 2, "{shape}: {ran:?}");
         assert!(

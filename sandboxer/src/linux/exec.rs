@@ -12,7 +12,7 @@
 //! loaded its policy yet can start them even earlier ([`start_ahead`]).
 
 use crate::Policy;
-use crate::linux::enforce::{self, Command, EnforceError, Layer, Outcome, Started};
+use crate::linux::enforce::{self, Command, EnforceError, InPlace, Layer, Outcome, Started};
 use crate::linux::facts;
 use crate::linux::plan::{Facts, Plan, Shape};
 use crate::linux::planner::{self, HostFs, Refusal};
@@ -109,6 +109,34 @@ pub fn launch_started(
             let result = enforce::run(&plan, command);
             after_run(policy, how, command, &plan, result)
         }
+        Err(refusal) => Ended::Refused(refusal),
+    }
+}
+
+/// [`launch_started`] for a caller with nothing left to do once the command runs
+/// (`sandboxer exec`): when `how` asks for the landlock-only shape, this process becomes the
+/// command ([`enforce::exec_in_place`]: no fork, no waiting) instead of starting it and
+/// waiting; where it cannot (another thread, a session leader), it starts it as
+/// [`launch_started`] does. Returns only when the command was not run in place.
+pub fn launch_or_become(
+    ahead: Option<Started>,
+    policy: &Policy,
+    facts: &Facts,
+    how: Enforce,
+    command: &Command,
+) -> Ended {
+    if how != Enforce::LandlockOnly {
+        return launch_started(ahead, policy, facts, how, command);
+    }
+    drop(ahead);
+    match planner::choose_with(policy, facts, &HostFs, how) {
+        Ok(plan) => match enforce::exec_in_place(&plan, command) {
+            InPlace::NotHere => ended(&plan, enforce::run(&plan, command)),
+            InPlace::Failed(error) => Ended::Failed {
+                shape: plan.shape,
+                error,
+            },
+        },
         Err(refusal) => Ended::Refused(refusal),
     }
 }

@@ -92,7 +92,7 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
     // The namespace probe forks twice and waits for namespaces to be torn down (milliseconds
     // per launch), so a launch plans as if they work and lets the enforcer find out by doing;
     // only when that fails does it probe and plan again (in the library: `exec::launch`).
-    Ok(report(exec::launch_started(
+    Ok(report(exec::launch_or_become(
         ahead,
         &policy,
         &exec::unprobed_facts(),

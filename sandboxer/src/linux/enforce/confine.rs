@@ -10,16 +10,35 @@
 
 use std::convert::Infallible;
 
+use nix::errno::Errno;
 use nix::sys::prctl;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
-use nix::unistd::{chdir, execvp, setsid};
+use nix::unistd::{chdir, execvp, getpid, getsid, setsid};
 
 use super::error::{EnforceError, Layer};
 use super::{Prepared, caps, landlock, sys};
 use crate::linux::plan::Plan;
 
-pub(super) fn exec(p: &Prepared, plan: &Plan) -> Result<Infallible, EnforceError> {
-    setsid().map_err(|e| EnforceError::os(Layer::Session, "setsid", e))?;
+/// How the command's process leaves the caller's terminal.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Session {
+    /// A new session (`setsid`): a forked child, never a process-group leader.
+    New,
+    /// The caller's own process, which becomes the command ([`super::exec_in_place`]): a new
+    /// session when it can have one; a process-group leader (a shell's job) cannot, and
+    /// instead gives up its controlling terminal (`TIOCNOTTY`), staying in the terminal's
+    /// foreground group. Either way no controlling terminal is left, so `TIOCSTI` is refused.
+    /// A session leader could do neither without hanging up its whole session: refused
+    /// here (the caller then forks).
+    Detach,
+}
+
+pub(super) fn exec(
+    p: &Prepared,
+    plan: &Plan,
+    session: Session,
+) -> Result<Infallible, EnforceError> {
+    leave_terminal(session)?;
     chdir(p.cwd.as_c_str()).map_err(|e| {
         EnforceError::os(
             Layer::WorkingDirectory,
@@ -68,4 +87,44 @@ fn default_sigpipe() -> Result<(), EnforceError> {
     unsafe { sigaction(Signal::SIGPIPE, &default) }
         .map(drop)
         .map_err(|e| EnforceError::os(Layer::Process, "restoring SIGPIPE's default action", e))
+}
+
+fn leave_terminal(session: Session) -> Result<(), EnforceError> {
+    match (setsid(), session) {
+        (Ok(_), _) => Ok(()),
+        (Err(Errno::EPERM), Session::Detach) if getsid(None) != Ok(getpid()) => drop_tty(),
+        (Err(e), _) => Err(EnforceError::os(Layer::Session, "setsid", e)),
+    }
+}
+
+/// Gives up the controlling terminal, if any, without leaving the process group.
+fn drop_tty() -> Result<(), EnforceError> {
+    // SAFETY: a plain open of the controlling terminal's alias; `O_NOCTTY` so that nothing is
+    // acquired, close-on-exec so that nothing leaks.
+    let fd = unsafe {
+        libc::open(
+            c"/dev/tty".as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return match Errno::last() {
+            // No controlling terminal: nothing to give up.
+            Errno::ENXIO => Ok(()),
+            e => Err(EnforceError::os(Layer::Session, "opening /dev/tty", e)),
+        };
+    }
+    // SAFETY: TIOCNOTTY takes no argument; `fd` is ours and closed right after.
+    let done = unsafe { libc::ioctl(fd, libc::TIOCNOTTY) };
+    let errno = Errno::last();
+    // SAFETY: closes the descriptor opened above.
+    unsafe { libc::close(fd) };
+    if done != 0 {
+        return Err(EnforceError::os(
+            Layer::Session,
+            "giving up the controlling terminal (TIOCNOTTY)",
+            errno,
+        ));
+    }
+    Ok(())
 }

@@ -114,7 +114,7 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     }
     harden()?;
     let command = spawn_for_exec(reporter, Parent::Pid(Pid::from_raw(1)), || {
-        confine::exec(p, &plan)
+        confine::exec(p, &plan, confine::Session::New)
     })?;
     let hop = Hop {
         caller: false,

@@ -122,6 +122,48 @@ fn run_inner(
     }
 }
 
+/// Confines this very process under the landlock-only `plan` and executes `command` in it: no
+/// fork, nothing left to wait, the command's exit status and signals are the process's own.
+/// For a caller with nothing left to do (`sandboxer exec`). Returns only when the command
+/// could not be started; [`InPlace::NotHere`] when this process cannot take it on (it has
+/// other threads, or is a session leader, which cannot leave its terminal without hanging up
+/// the session) and nothing was changed: the caller then runs the plan with [`run`].
+pub fn exec_in_place(plan: &Plan, command: &Command) -> InPlace {
+    if let Err(e) = validate(plan, false) {
+        return InPlace::Failed(e);
+    }
+    if plan.shape != Shape::LandlockOnly {
+        return InPlace::Failed(EnforceError::new(
+            Layer::Plan,
+            format!("a {} plan cannot be applied in place", plan.shape),
+        ));
+    }
+    let session_leader = nix::unistd::getsid(None) == Ok(getpid());
+    if !single_threaded() || session_leader {
+        return InPlace::NotHere;
+    }
+    let mut prepared = match Prepared::new(command, false) {
+        Ok(p) => p,
+        Err(e) => return InPlace::Failed(e),
+    };
+    // Nothing is blocked for a wait here: the command gets the mask this process has.
+    prepared.caller_mask = SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty());
+    match confine::exec(&prepared, plan, confine::Session::Detach) {
+        Ok(never) => match never {},
+        Err(e) => InPlace::Failed(e),
+    }
+}
+
+/// How [`exec_in_place`] came back.
+#[derive(Debug)]
+pub enum InPlace {
+    /// This process cannot become the command; nothing was changed.
+    NotHere,
+    /// A step failed (the process may already be partly confined) or the command could not be
+    /// executed.
+    Failed(EnforceError),
+}
+
 /// Everything about `plan` that can be checked before it is applied: see [`check`]. The gaps
 /// only when they are not computed during setup.
 fn validate(plan: &Plan, checked_later: bool) -> Result<(), EnforceError> {
@@ -391,7 +433,7 @@ impl Prepared {
         let reporter = channel.reporter();
         let first = spawn(reporter, Parent::Pid(getpid()), || {
             this.leave_gate_to_parent();
-            confine::exec(this, plan)
+            confine::exec(this, plan, confine::Session::New)
         });
         let reader = channel.into_reader();
         if let (Ok(child), Some(_)) = (&first, &self.gate) {
