@@ -3,6 +3,7 @@
 //! Policy → platform facts → plan (the planner's fallback rule) → enforcer. A refusal (no
 //! shape can enforce the policy here) or a step the enforcer cannot apply ends with exit 125
 //! and nothing run; otherwise sandboxer exits with the command's status (128+N for signal N).
+//! In the landlock-only shape it becomes the command instead (see `exec::launch_or_become`).
 
 use crate::ExitCode;
 use std::ffi::OsString;

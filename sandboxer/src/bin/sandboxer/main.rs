@@ -35,7 +35,8 @@ Exit codes:
   125  exec: the sandbox could not be set up as planned; nothing was run (fail closed)
   126  exec: the command was found but could not be executed inside the sandbox
   127  exec: the command was not found inside the sandbox
-  other exec: the confined command's own exit status (128+N when killed by signal N)
+  other exec: the confined command's own exit status (128+N when killed by signal N; with
+       --enforce landlock-only sandboxer becomes the command, so it is killed by N itself)
 
 Policies are TOML (version = 1); see docs/policy.md. Without --policy the embedded default
 policy is used: home open, the product's state roots protected, launchers blocked.";
