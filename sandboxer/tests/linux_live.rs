@@ -37,6 +37,8 @@ const TEST_USER: &str = "sbx-test";
 const SETUP: &str = "scripts/setup-test-env.sh";
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const TIMEOUT: Duration = Duration::from_secs(60);
+/// A policy the landlock-only shape can enforce on any ABI: nothing protected, no ways out.
+const OPEN_POLICY: &str = "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n";
 
 // ---- who runs the sandbox ------------------------------------------------------------------
 
@@ -392,6 +394,28 @@ impl Fixture {
 
     fn exec(&self, r: &Runner, options: &[&str], command: &[OsString]) -> Command {
         self.as_runner(r, &self.exec_argv(r, options, command))
+    }
+
+    /// A policy file of `text` beside the fixture's, owned by the runner.
+    fn policy_file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.root.join(name);
+        fs::write(&path, text).unwrap();
+        chown(&path, Some(self.uid), Some(self.gid)).unwrap();
+        path
+    }
+
+    /// [`Fixture::exec_argv`] with another policy file.
+    fn exec_argv_with(
+        &self,
+        r: &Runner,
+        policy: &Path,
+        options: &[&str],
+        command: &[OsString],
+    ) -> Vec<OsString> {
+        let mut v = self.exec_argv(r, options, command);
+        assert_eq!(v[2], "--policy");
+        v[3] = policy.into();
+        v
     }
 
     /// The same command without any sandbox (a positive control).
@@ -998,17 +1022,13 @@ fn masks_no_renesting(r: &Runner) {
     // By default the sandbox allows no user namespace beneath its own, so the nested attempt
     // stops at `unshare`; with `[linux] nested_user_namespaces = true` it gets its namespace,
     // and the Landlock domain still refuses every mount and umount in it.
-    let nested = fx.root.join("nested.toml");
     let text = fs::read_to_string(&fx.policy).unwrap();
-    fs::write(
-        &nested,
-        format!("{text}\n[linux]\nnested_user_namespaces = true\n"),
-    )
-    .unwrap();
-    chown(&nested, Some(fx.uid), Some(fx.gid)).unwrap();
+    let nested = fx.policy_file(
+        "nested.toml",
+        &format!("{text}\n[linux]\nnested_user_namespaces = true\n"),
+    );
     for (policy, nested_allowed) in [(&fx.policy, false), (&nested, true)] {
-        let mut exec = fx.exec_argv(r, &[], &argv(["sh", "-c", &script]));
-        exec[3] = policy.clone().into();
+        let exec = fx.exec_argv_with(r, policy, &[], &argv(["sh", "-c", &script]));
         let ran = fx.run(fx.as_runner(r, &exec), None);
         fx.assert_no_marker(&ran);
         for attempt in [
@@ -1080,15 +1100,8 @@ fn terminal_injection(r: &Runner) {
     // leader, which cannot) it gives up the terminal with TIOCNOTTY; as the session's leader
     // it cannot do either and starts the command in a new session as before. A policy
     // landlock-only can enforce on this ABI: nothing protected.
-    let open = fx.root.join("open.toml");
-    fs::write(
-        &open,
-        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n",
-    )
-    .unwrap();
-    chown(&open, Some(fx.uid), Some(fx.gid)).unwrap();
-    let mut in_place = fx.exec_argv(r, &["--enforce", "landlock-only"], &probe);
-    in_place[3] = open.clone().into();
+    let open = fx.policy_file("open.toml", OPEN_POLICY);
+    let in_place = fx.exec_argv_with(r, &open, &["--enforce", "landlock-only"], &probe);
     let line = in_place
         .iter()
         .map(|a| sh_quote(a))
@@ -1309,13 +1322,7 @@ fn process_passthrough(r: &Runner) {
     // first process is moved to another CPU while the caller plans: without a restriction,
     // and under `taskset` to the last CPU (so that "another CPU" is outside what it allows).
     // Landlock-only runs a policy it can enforce on any ABI: nothing protected.
-    let open = fx.root.join("open.toml");
-    fs::write(
-        &open,
-        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n",
-    )
-    .unwrap();
-    chown_tree(&open, r.uid, r.gid);
+    let open = fx.policy_file("open.toml", OPEN_POLICY);
     let cpus = sh("grep '^Cpus_allowed_list:' /proc/self/status");
     let last = (std::thread::available_parallelism().map_or(1, |n| n.get()) - 1).to_string();
     let pinned = |command: Vec<OsString>| {
@@ -1324,10 +1331,12 @@ fn process_passthrough(r: &Runner) {
         fx.as_runner(r, &a)
     };
     for shape in ["masks", "landlock-only"] {
-        let mut exec = fx.exec_argv(r, &["--enforce", shape], &cpus);
-        if shape == "landlock-only" {
-            exec[3] = open.clone().into(); // after `exec --policy`
-        }
+        let policy = if shape == "landlock-only" {
+            &open
+        } else {
+            &fx.policy
+        };
+        let exec = fx.exec_argv_with(r, policy, &["--enforce", shape], &cpus);
         let outside = fx.run(fx.bare(r, &cpus), None);
         let inside = fx.run(fx.as_runner(r, &exec), None);
         assert_eq!(
@@ -1604,15 +1613,11 @@ fn fail_closed_planner(r: &Runner) {
     // A launch starts the masks shape's namespaces before it reads the policy; a policy that
     // does not load (or a plan that is never made) leaves nothing behind: the command never
     // ran, and no process of that sandbox is left (their command lines hold the marker path).
-    let broken = fx.root.join("broken.toml");
-    fs::write(
-        &broken,
+    let broken = fx.policy_file(
+        "broken.toml",
         "version = 1\nbase = \"open\"\n[[grant]]\npath = 3\n",
-    )
-    .unwrap();
-    chown(&broken, Some(fx.uid), Some(fx.gid)).unwrap();
-    let mut exec = fx.exec_argv(r, &["--enforce", "masks"], &touch);
-    exec[3] = broken.into();
+    );
+    let exec = fx.exec_argv_with(r, &broken, &["--enforce", "masks"], &touch);
     let ran = fx.run(fx.as_runner(r, &exec), None);
     assert_eq!(ran.code, Some(2), "{ran:?}");
     assert!(ran.stderr.contains("broken.toml"), "{ran:?}");
@@ -1701,13 +1706,7 @@ fn without_user_namespaces(command: Vec<OsString>) -> Vec<OsString> {
 
 fn no_user_namespaces(r: &Runner) {
     let fx = Fixture::new(r);
-    let open = fx.root.join("open.toml");
-    fs::write(
-        &open,
-        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n",
-    )
-    .unwrap();
-    chown(&open, Some(fx.uid), Some(fx.gid)).unwrap();
+    let open = fx.policy_file("open.toml", OPEN_POLICY);
     let marker_file = fx.root.join("ran");
     let report = "echo pid=$$; grep NoNewPrivs /proc/self/status";
 
@@ -1723,9 +1722,7 @@ fn no_user_namespaces(r: &Runner) {
 
     // A policy Landlock alone enforces: the launch falls back to the Landlock-only shape (no
     // PID namespace: the command is not PID 1's child), still confined.
-    let mut open_exec = fx.exec_argv(r, &[], &argv(["sh", "-c", report]));
-    open_exec[3] = open.clone().into();
-    assert_eq!(open_exec[2], "--policy");
+    let open_exec = fx.exec_argv_with(r, &open, &[], &argv(["sh", "-c", report]));
     let ran = fx.run(
         fx.as_runner(r, &without_user_namespaces(open_exec.clone())),
         None,
@@ -1786,13 +1783,7 @@ fn landlock_handles_only_what_it_refuses(r: &Runner) {
         "the namespace limit: {ran:?}"
     );
 
-    let open = fx.root.join("open.toml");
-    fs::write(
-        &open,
-        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n",
-    )
-    .unwrap();
-    chown(&open, Some(fx.uid), Some(fx.gid)).unwrap();
+    let open = fx.policy_file("open.toml", OPEN_POLICY);
     let script = format!(
         "unshare -Urm sh -c 'mount -t tmpfs none {rt}; echo mount=$?'; echo unshare=$?; \
          mkdir -p {rt}/from {rt}/to && touch {rt}/from/f && mv {rt}/from/f {rt}/to/f && \
