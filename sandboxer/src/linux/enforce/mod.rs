@@ -13,6 +13,7 @@
 //!
 //! ```text
 //! Landlock-only:  caller ── command (setsid, cwd, capabilities, no_new_privs, Landlock, exec)
+//!   or the caller itself becomes the command ([`exec_in_place`], for `sandboxer exec`)
 //! Masks:          caller ── PID 1 (namespaces, /proc, masks) ── command
 //!   or, from a multi-threaded caller:
 //!                 caller ── monitor (namespaces) ── PID 1 (/proc, masks) ── command
@@ -54,11 +55,10 @@ mod userns;
 
 use std::convert::Infallible;
 use std::ffi::{CString, OsString};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
-
-use std::os::fd::OwnedFd;
 
 use nix::errno::Errno;
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
@@ -218,7 +218,8 @@ pub struct Started {
 }
 
 impl Started {
-    /// Forks the monitor, which makes the namespaces and PID 1; returns at once.
+    /// Starts the sandbox's first process (PID 1 itself from a single-threaded caller, else the
+    /// monitor, which makes PID 1) and returns at once.
     pub fn new(command: &Command) -> Result<Started, EnforceError> {
         let mut prepared = Prepared::new(command, true)?;
         let channel = Channel::new()?;
