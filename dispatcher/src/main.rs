@@ -3,6 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+// The unwinder linked in from GCC's `libgcc_eh.a` rather than loaded from `libgcc_s.so.1`, whose
+// constructor's `cpuid` calls trap on a VM: 0.1-0.2 ms of every start (`dispatcher launch`,
+// and `dispatcher bridge`, which every confined CLI starts). See sandboxer's main.rs.
+#[link(name = "gcc_eh", kind = "static", modifiers = "-bundle")]
+unsafe extern "C" {}
+
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use dispatcher::adapter;
