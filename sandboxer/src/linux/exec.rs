@@ -161,10 +161,12 @@ fn launch_first_shape(
         Enforce::LandlockOnly => Shape::LandlockOnly,
         Enforce::Auto | Enforce::Masks => Shape::Masks,
     };
+    // When the processes cannot be started (no user namespaces here), that error is the
+    // launch's: the fallback rule below probes and plans again, without a second attempt.
     let started = match ahead.filter(|s| s.command() == command) {
         _ if shape != Shape::Masks => None,
-        Some(started) => Some(started),
-        None => Started::new(command).ok(),
+        Some(started) => Some(Ok(started)),
+        None => Some(Started::new(command)),
     };
     let unchecked = planner::prepare_with(policy, facts, shape, &HostFs).ok()?;
     let mut refused = false;
@@ -174,7 +176,8 @@ fn launch_first_shape(
         Ok(gaps)
     };
     let result = match started {
-        Some(started) => started.run_checking(unchecked.plan(), &mut check),
+        Some(Ok(started)) => started.run_checking(unchecked.plan(), &mut check),
+        Some(Err(e)) => Err(e),
         None => enforce::run_checking(unchecked.plan(), command, &mut check),
     };
     if refused {

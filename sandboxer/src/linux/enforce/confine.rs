@@ -92,9 +92,14 @@ fn default_sigpipe() -> Result<(), EnforceError> {
 fn leave_terminal(session: Session) -> Result<(), EnforceError> {
     match (setsid(), session) {
         (Ok(_), _) => Ok(()),
-        (Err(Errno::EPERM), Session::Detach) if getsid(None) != Ok(getpid()) => drop_tty(),
+        (Err(Errno::EPERM), Session::Detach) if !session_leader() => drop_tty(),
         (Err(e), _) => Err(EnforceError::os(Layer::Session, "setsid", e)),
     }
+}
+
+/// Whether this process leads its session (and so cannot leave its terminal alone).
+pub(super) fn session_leader() -> bool {
+    getsid(None) == Ok(getpid())
 }
 
 /// Gives up the controlling terminal, if any, without leaving the process group.

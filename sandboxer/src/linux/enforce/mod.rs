@@ -138,8 +138,7 @@ pub fn exec_in_place(plan: &Plan, command: &Command) -> InPlace {
             format!("a {} plan cannot be applied in place", plan.shape),
         ));
     }
-    let session_leader = nix::unistd::getsid(None) == Ok(getpid());
-    if !single_threaded() || session_leader {
+    if !single_threaded() || confine::session_leader() {
         return InPlace::NotHere;
     }
     let mut prepared = match Prepared::new(command, false) {
@@ -199,9 +198,9 @@ pub fn kernel_landlock_abi() -> u32 {
 /// Making the namespaces (a fork, new user, mount and PID namespaces, the uid and gid maps,
 /// PID 1 with its fresh `/proc` and `/dev/pts`) costs about as much as loading a policy and
 /// planning. [`Started::new`] starts the first, the caller does the second meanwhile, and PID 1
-/// waits for the plan (see `handoff.rs`). [`Started::run`] and [`Started::run_checking`] check
-/// the plan as [`run`] does, make the placeholders, hand the plan over, and from there on it
-/// is [`run`]: PID 1 applies the masks and starts the command, which waits at the gate.
+/// waits for the plan (see `handoff.rs`). [`Started::run_checking`] checks the plan as
+/// [`run_checking`] does, makes the placeholders, hands the plan over, and from there on it is
+/// [`run_checking`]: PID 1 applies the masks and starts the command, which waits at the gate.
 /// Dropped without a plan, the processes end without running anything.
 ///
 /// [`run`] and [`run_checking`] go through this too, for one code path.
@@ -241,18 +240,18 @@ impl Started {
             })
         };
         let reader = channel.into_reader();
-        if let Ok(monitor) = monitor {
-            prepared.run_beside(monitor);
-        }
         match monitor {
-            Ok(monitor) => Ok(Started {
-                prepared,
-                command: command.clone(),
-                monitor,
-                reader: Some(reader),
-                handoff,
-                handed_over: false,
-            }),
+            Ok(monitor) => {
+                prepared.run_beside(monitor);
+                Ok(Started {
+                    prepared,
+                    command: command.clone(),
+                    monitor,
+                    reader: Some(reader),
+                    handoff,
+                    handed_over: false,
+                })
+            }
             Err(e) => {
                 let _ = prepared.restore_caller_signals();
                 Err(e)
@@ -263,12 +262,6 @@ impl Started {
     /// The command these processes will run.
     pub fn command(&self) -> &Command {
         &self.command
-    }
-
-    /// [`run`], in these processes: `plan` must be a masks plan.
-    pub fn run(self, plan: &Plan) -> Result<Outcome, EnforceError> {
-        validate(plan, false)?;
-        self.finish(plan, None)
     }
 
     /// [`run_checking`], in these processes: `plan` must be a masks plan.
