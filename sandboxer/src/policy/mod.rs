@@ -259,9 +259,9 @@ impl Decision {
 /// What the policy says at one path: the rules that contain it, found once (see
 /// [`Policy::at`]).
 pub struct At<'p> {
-    policy: &'p Policy,
-    /// The path, normalised; `None` when it is not absolute.
-    path: Option<PathBuf>,
+    /// The path is absolute (a relative one is refused for every operation).
+    absolute: bool,
+    base: Base,
     /// The launcher executable at exactly this path.
     launcher: Option<&'p LauncherPath>,
     launcher_folder: Option<&'p LauncherPath>,
@@ -270,14 +270,17 @@ pub struct At<'p> {
     refused: Option<&'p Rule>,
     grant: Option<&'p Grant>,
     protected: Option<&'p Rule>,
+    /// A closed base's folders holding the path (looked up only for a closed base).
+    closed_write: Option<&'p Rule>,
+    closed_read: Option<&'p Rule>,
 }
 
 impl At<'_> {
     /// [`Policy::decide`] for `op` at this path.
     pub fn decide(&self, op: Op) -> Decision {
-        let Some(path) = &self.path else {
+        if !self.absolute {
             return Decision::deny(Reason::NotAbsolute);
-        };
+        }
         if op == Op::Exec
             && let Some(l) = self.launcher
         {
@@ -315,10 +318,24 @@ impl At<'_> {
                 root: p.path.clone(),
             });
         }
-        match self.policy.base {
-            Base::Open => Decision::allow(Reason::BaseOpen),
-            Base::Closed => self.policy.decide_closed(op, path),
+        if self.base == Base::Open {
+            return Decision::allow(Reason::BaseOpen);
         }
+        if let Some(w) = self.closed_write {
+            return Decision::allow(Reason::ClosedBaseFolder {
+                root: w.path.clone(),
+                access: Access::Rw,
+            });
+        }
+        if op.is_read_like()
+            && let Some(r) = self.closed_read
+        {
+            return Decision::allow(Reason::ClosedBaseFolder {
+                root: r.path.clone(),
+                access: Access::Ro,
+            });
+        }
+        Decision::deny(Reason::BaseClosed)
     }
 }
 
@@ -369,46 +386,33 @@ impl Policy {
     pub fn at(&self, path: &Path) -> At<'_> {
         let Some(path) = normalize(path) else {
             return At {
-                policy: self,
-                path: None,
+                absolute: false,
+                base: self.base,
                 launcher: None,
                 launcher_folder: None,
                 ancestor_of: None,
                 refused: None,
                 grant: None,
                 protected: None,
+                closed_write: None,
+                closed_read: None,
             };
         };
         let p = path.as_path();
         let launchers = self.launchers.block.then_some(&self.launchers);
+        let closed = (self.base == Base::Closed).then_some(&self.closed);
         At {
-            policy: self,
+            absolute: true,
+            base: self.base,
             launcher: launchers.and_then(|l| l.exec.iter().find(|l| l.path == p)),
             launcher_folder: launchers.and_then(|l| l.read.iter().find(|l| within(p, &l.path))),
             ancestor_of: self.rule_roots().find(|root| strictly_within(root, p)),
             refused: self.refuse.iter().find(|r| within(p, &r.path)),
             grant: self.deepest_grant(p),
             protected: self.protected.iter().find(|r| within(p, &r.path)),
-            path: Some(path),
+            closed_write: closed.and_then(|c| c.write.iter().find(|w| within(p, &w.path))),
+            closed_read: closed.and_then(|c| c.read.iter().find(|r| within(p, &r.path))),
         }
-    }
-
-    fn decide_closed(&self, op: Op, path: &Path) -> Decision {
-        if let Some(w) = self.closed.write.iter().find(|w| within(path, &w.path)) {
-            return Decision::allow(Reason::ClosedBaseFolder {
-                root: w.path.clone(),
-                access: Access::Rw,
-            });
-        }
-        if op.is_read_like()
-            && let Some(r) = self.closed.read.iter().find(|r| within(path, &r.path))
-        {
-            return Decision::allow(Reason::ClosedBaseFolder {
-                root: r.path.clone(),
-                access: Access::Ro,
-            });
-        }
-        Decision::deny(Reason::BaseClosed)
     }
 
     /// The grant that decides for `path`: the deepest one containing it.
