@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-test-env.sh
 bash scripts/install-clis.sh          # the real CLIs, pinned, into .tools/clis
 bash scripts/install-mcp-inspector.sh # a real MCP client for the bridge tests
+bash scripts/install-apparmor-parser.sh # checks the AppArmor profile's syntax (never loaded)
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --profile ci

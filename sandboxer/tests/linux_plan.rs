@@ -296,6 +296,11 @@ fn fallback_without_user_namespaces_is_a_refusal_that_says_why() {
         "{}",
         err.message
     );
+    assert!(
+        err.message.contains("apparmor --install"),
+        "{}",
+        err.message
+    );
     assert!(err.message.contains("pathname-sockets"), "{}", err.message);
     assert!(
         err.message.contains("metadata-unguarded"),

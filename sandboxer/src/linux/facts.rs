@@ -67,11 +67,12 @@ impl Blocker {
     /// How to lift it.
     pub fn fix(&self) -> String {
         match self {
-            Blocker::AppArmorRestriction => "run `sudo sysctl -w \
-                 kernel.apparmor_restrict_unprivileged_userns=0` (persist it in \
-                 /etc/sysctl.d/), or install an AppArmor profile for the sandboxer binary that \
-                 allows `userns,`"
-                .into(),
+            Blocker::AppArmorRestriction => format!(
+                "install the AppArmor profile that gives this sandbox (and only it) its user \
+                 namespaces: run `{}` (see docs/linux.md); or lift the restriction for every \
+                 program: `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`",
+                super::apparmor::install_command()
+            ),
             Blocker::DebianUnprivilegedClone => {
                 "run `sudo sysctl -w kernel.unprivileged_userns_clone=1` (persist it in \
                  /etc/sysctl.d/)"

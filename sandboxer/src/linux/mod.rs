@@ -1,6 +1,7 @@
 //! Linux: a pure planner (policy + platform facts → [`plan::Plan`]) and, on Linux only, the
 //! enforcer that applies a plan just before `exec`.
 
+pub mod apparmor;
 #[cfg(target_os = "linux")]
 pub mod enforce;
 #[cfg(target_os = "linux")]

@@ -17,6 +17,7 @@
 #[link(name = "gcc_eh", kind = "static", modifiers = "-bundle")]
 unsafe extern "C" {}
 
+mod apparmor;
 mod common;
 mod doctor;
 mod exec;
@@ -67,6 +68,9 @@ enum Command {
     /// inside the sandbox under test) and report raw facts (errno, bytes, entries) as JSON.
     /// Verdicts are the runner's (`dispatcher contract`), decided from evidence.
     Probe(probe::ProbeArgs),
+    /// The AppArmor profile that lets this sandbox make user namespaces where AppArmor
+    /// restricts them (Ubuntu 23.10+); prints it, or installs and loads it (--install, root).
+    Apparmor(apparmor::AppArmorArgs),
 }
 
 /// The process's entry point, without the Rust runtime's start-up: that reads
@@ -134,6 +138,7 @@ fn run() -> ExitCode {
         Command::Exec(args) => exec::exec(args),
         Command::Doctor(args) => doctor::doctor(args),
         Command::Probe(args) => probe::probe(args),
+        Command::Apparmor(args) => apparmor::apparmor(args),
     };
     match result {
         Ok(code) => code,
