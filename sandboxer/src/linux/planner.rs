@@ -1622,9 +1622,32 @@ pub enum GapKind {
     MetadataUnguarded,
     /// The same outside a closed base's folders.
     ClosedBaseMetadata,
+    /// Landlock-only: System V IPC objects of the person's other processes (shared memory,
+    /// semaphores, message queues) and POSIX message queues: no IPC namespace.
+    SysvIpc,
+    /// Landlock-only: `/dev/shm` (POSIX shared memory) is the person's: no mount namespace.
+    DevShm,
+    /// Landlock-only: the user keyring `@u` belongs to the user namespace, and there is no
+    /// new one.
+    UserKeyring,
+    /// Landlock-only, not root: a cgroup delegated to the person stays writable.
+    CgroupTree,
 }
 
 impl GapKind {
+    /// The kinds that are not about operations on paths (what the kernel shares beyond the
+    /// file system): no path's answer shows them, so `sandboxer explain` names them apart.
+    pub const BEYOND_PATHS: [GapKind; 8] = [
+        GapKind::AbstractUnixSockets,
+        GapKind::Signals,
+        GapKind::Ptrace,
+        GapKind::OtherTerminals,
+        GapKind::SysvIpc,
+        GapKind::DevShm,
+        GapKind::UserKeyring,
+        GapKind::CgroupTree,
+    ];
+
     pub fn id(self) -> &'static str {
         match self {
             GapKind::AncestorMove => "ancestor-move",
@@ -1647,6 +1670,10 @@ impl GapKind {
             GapKind::OtherTerminals => "other-terminals",
             GapKind::MetadataUnguarded => "metadata-unguarded",
             GapKind::ClosedBaseMetadata => "closed-base-metadata",
+            GapKind::SysvIpc => "sysv-ipc",
+            GapKind::DevShm => "dev-shm",
+            GapKind::UserKeyring => "user-keyring",
+            GapKind::CgroupTree => "cgroup-tree",
         }
     }
 
@@ -1762,6 +1789,31 @@ impl GapKind {
             GapKind::ClosedBaseMetadata => "stat, chmod, utimes and extended attributes of the \
                  person's files outside the closed base's folders are not stopped (not \
                  Landlock rights)"
+                .into(),
+            GapKind::SysvIpc => "System V shared memory, semaphores and message queues of the \
+                 person's other processes, and POSIX message queues, stay reachable (their \
+                 permissions are the only check): without an IPC namespace, which only the \
+                 masks shape (or a root caller) gets, they are one set for the whole machine. \
+                 Not counted as breaking: no product data or launcher is kept there"
+                .into(),
+            GapKind::DevShm => "/dev/shm is the person's: POSIX shared memory and semaphores of \
+                 their other processes can be opened, and files left there seen. Without a \
+                 mount namespace the sandbox cannot get its own tmpfs there, and refusing it to \
+                 Landlock would break shm_open inside. Not counted as breaking: no product data \
+                 or launcher is kept there"
+                .into(),
+            GapKind::UserKeyring => "the user keyring (@u, and the user session keyring @us) \
+                 is shared with the person's other processes: keys there can be read, replaced \
+                 and added. Each user namespace has its own (Linux 5.3 and later), and only the \
+                 masks shape makes one; the session keyring is the command's own in both \
+                 shapes. Not counted as breaking: the product keeps no key there"
+                .into(),
+            GapKind::CgroupTree => "a cgroup delegated to the person (systemd's \
+                 user@UID.service) stays writable: cgroup.kill and cgroup.freeze reach their \
+                 other processes, which the sandbox cannot otherwise signal (ABI 6 scope). \
+                 Landlock cannot keep /sys read-only without narrowing / itself; the masks \
+                 shape (and a root caller) mounts /sys read-only. Not counted as breaking: no \
+                 product data or launcher is reached, only processes stopped"
                 .into(),
         }
     }
@@ -1979,6 +2031,14 @@ fn analyze(
     }
     if !plan.namespaces {
         found.entry(GapKind::OtherTerminals).or_default();
+        // Root gets a mount and IPC namespace of its own in this shape, or nothing runs
+        // (enforce/kernel.rs): only its user keyring stays shared.
+        found.entry(GapKind::UserKeyring).or_default();
+        if plan.uid != 0 {
+            found.entry(GapKind::SysvIpc).or_default();
+            found.entry(GapKind::DevShm).or_default();
+            found.entry(GapKind::CgroupTree).or_default();
+        }
     }
     if !exposure.assets.is_empty() {
         found.insert(GapKind::MetadataUnguarded, exposure.assets.clone());

@@ -271,6 +271,21 @@ fn linux_answer(policy: &sandboxer::Policy, op: Op, path: &Path) -> Result<Backe
     let gap = planner::classify(&plan, policy, op, path)
         .map(|g| format!(" (known gap: {})", g.id()))
         .unwrap_or_default();
+    let beyond: Vec<&str> = plan
+        .gaps
+        .iter()
+        .map(|g| g.id.as_str())
+        .filter(|id| planner::GapKind::BEYOND_PATHS.iter().any(|k| k.id() == *id))
+        .collect();
+    let beyond = if beyond.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; beyond paths, this plan leaves shared: {} (`sandboxer doctor` says what each \
+             means)",
+            beyond.join(", ")
+        )
+    };
     Ok(BackendAnswer {
         outcome: if d.allowed() {
             Outcome::Allow
@@ -278,7 +293,7 @@ fn linux_answer(policy: &sandboxer::Policy, op: Op, path: &Path) -> Result<Backe
             Outcome::Deny
         },
         rule: None,
-        why: format!("Linux {} plan: {}{gap}", plan.shape, d.by),
+        why: format!("Linux {} plan: {}{gap}{beyond}", plan.shape, d.by),
         runs_nothing: false,
     })
 }

@@ -1,7 +1,9 @@
 //! The command's own process: the last steps, in order, then `exec`.
 //!
 //! `setsid` (a new session has no controlling terminal, so `TIOCSTI` cannot push keystrokes
-//! into the caller's), the working directory entered by path (so it is resolved through the
+//! into the caller's), for a root caller in the landlock-only shape a mount and IPC namespace
+//! of its own with the kernel's knobs read-only, a new session keyring (`kernel.rs`), the
+//! working directory entered by path (so it is resolved through the
 //! masks: a working directory inside a protected root is not reachable), every capability
 //! dropped, `no_new_privs`, Landlock last (a Landlock domain may not mount, so nothing after
 //! it could set up anything), descriptors above stderr marked close-on-exec, the gate passed
@@ -16,8 +18,8 @@ use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction
 use nix::unistd::{chdir, execvp, getpid, getsid, setsid};
 
 use super::error::{EnforceError, Layer};
-use super::{Prepared, caps, landlock, sys};
-use crate::linux::plan::Plan;
+use super::{Prepared, caps, kernel, landlock, sys};
+use crate::linux::plan::{Plan, Shape};
 
 /// How the command's process leaves the caller's terminal.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -39,6 +41,10 @@ pub(super) fn exec(
     session: Session,
 ) -> Result<Infallible, EnforceError> {
     leave_terminal(session)?;
+    if plan.shape == Shape::LandlockOnly && p.uid == 0 {
+        kernel::private_for_root()?;
+    }
+    kernel::fresh_session_keyring()?;
     chdir(p.cwd.as_c_str()).map_err(|e| {
         EnforceError::os(
             Layer::WorkingDirectory,

@@ -24,6 +24,10 @@ pub enum Layer {
     Proc,
     /// The sandbox's own instance of `/dev/pts`.
     Terminals,
+    /// The kernel's global knobs made read-only; `/dev/shm` and `/dev/mqueue` of its own.
+    Kernel,
+    /// The command's own session keyring.
+    Keyring,
     Session,
     WorkingDirectory,
     Capabilities,
@@ -44,6 +48,8 @@ impl fmt::Display for Layer {
             Layer::Placeholder => "placeholder",
             Layer::Proc => "fresh /proc",
             Layer::Terminals => "fresh /dev/pts",
+            Layer::Kernel => "kernel interfaces",
+            Layer::Keyring => "session keyring",
             Layer::Session => "setsid",
             Layer::WorkingDirectory => "working directory",
             Layer::Capabilities => "capabilities",

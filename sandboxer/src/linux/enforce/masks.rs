@@ -3,11 +3,12 @@
 //! ```text
 //! caller (sandboxer)      plans meanwhile; hands PID 1 the plan; waits, forwards signals,
 //! │                       reads reports
-//! └─ monitor              own process group; new user + mount + PID namespaces; uid/gid map;
+//! └─ monitor              own process group; new user, mount, PID, IPC namespaces; uid/gid map;
 //!    │                    `/` private; then drops its capabilities, waits, forwards signals
-//!    └─ init (PID 1)      fresh /proc and /dev/pts; waits for the plan; masks; drops its
-//!       │                 capabilities; reaps every child, forwards signals, reports how the
-//!       │                 command ended, exits with its status
+//!    └─ init (PID 1)      fresh /proc, /dev/pts, /dev/shm, /dev/mqueue; kernel knobs
+//!       │                 read-only (`kernel.rs`); waits for the plan; masks; sysctls
+//!       │                 read-only; drops its capabilities; reaps every child, forwards
+//!       │                 signals, reports how the command ended, exits with its status
 //!       └─ command        setsid, cwd, capabilities, no_new_privs, Landlock, gate, exec
 //! ```
 //!
@@ -41,7 +42,9 @@ use super::channel::{Message, Reporter};
 use super::error::{EnforceError, Layer, Outcome};
 use super::handoff::Handoff;
 use super::supervise::{Hop, Reap, supervise};
-use super::{Parent, Prepared, caps, confine, exit_with, mounts, spawn, spawn_for_exec, userns};
+use super::{
+    Parent, Prepared, caps, confine, exit_with, kernel, mounts, spawn, spawn_for_exec, userns,
+};
 use crate::linux::exec::NOT_RUN;
 
 /// The monitor's body: from a plain child of the caller to a running sandbox.
@@ -102,6 +105,7 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
         )
     })?;
     fresh_terminals()?;
+    kernel::confine()?;
     let Some(plan) = handoff.receive(p.spare_cpu())? else {
         // The caller gave up before it had a plan; it reports why, if anything.
         // SAFETY: see `spawn`.
@@ -112,6 +116,7 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     if !plan.nested_user_namespaces {
         userns::forbid_nested()?;
     }
+    kernel::seal_sysctls()?;
     harden()?;
     let command = spawn_for_exec(reporter, Parent::Pid(Pid::from_raw(1)), || {
         confine::exec(p, &plan, confine::Session::New)

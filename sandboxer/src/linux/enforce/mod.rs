@@ -45,6 +45,7 @@ mod confine;
 mod error;
 mod gate;
 mod handoff;
+mod kernel;
 mod landlock;
 mod masks;
 mod mounts;
@@ -542,8 +543,8 @@ fn spawn(
     }
 }
 
-/// [`spawn`], but the child starts in new user, mount and PID namespaces, as their PID 1
-/// (`clone(2)` with `CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID`): one process fewer between
+/// [`spawn`], but the child starts in new user, mount, PID and IPC namespaces, as their PID 1
+/// (`clone(2)` with `CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC`): one process fewer between
 /// the caller and the command than `fork` and `unshare` (see [`masks`]).
 ///
 /// Only for a single-threaded caller. The raw system call skips what glibc's `fork` does
@@ -553,7 +554,11 @@ fn spawn_in_namespaces(
     reporter: Reporter,
     body: impl FnOnce() -> Result<Infallible, EnforceError>,
 ) -> Result<Pid, EnforceError> {
-    let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::SIGCHLD;
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::SIGCHLD;
     // SAFETY: no new stack (the child continues on a copy of this one, as after `fork`), no
     // thread-id or TLS pointers; see above for why a single-threaded caller may do this. The
     // child never returns into the caller's frames.
@@ -568,7 +573,10 @@ fn spawn_in_namespaces(
         )
     };
     match pid {
-        -1 => Err(userns::refused("clone(user, mount, pid)", Errno::last())),
+        -1 => Err(userns::refused(
+            "clone(user, mount, pid, ipc)",
+            Errno::last(),
+        )),
         0 => child_runs(reporter, Parent::OutsideNamespace, body),
         child => Ok(Pid::from_raw(child as libc::pid_t)),
     }

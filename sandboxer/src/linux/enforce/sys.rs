@@ -1,6 +1,7 @@
 //! Raw system calls that neither `nix` nor `libc` wrap: the new mount API (`open_tree`,
-//! `move_mount`, `fsopen`/`fsconfig`/`fsmount`, `mount_setattr`), `openat2` and the Landlock
-//! ABI query. Each wrapper returns owned descriptors and an [`Errno`]; callers add context.
+//! `move_mount`, `fsopen`/`fsconfig`/`fsmount`, `mount_setattr`), `openat2`, `keyctl` and the
+//! Landlock ABI query. Each wrapper returns owned descriptors and an [`Errno`]; callers add
+//! context.
 //!
 //! Every path the enforcer touches is resolved with `RESOLVE_NO_SYMLINKS`: plan paths are
 //! canonical, so a symlink on the way means the tree changed since planning (or someone is
@@ -136,15 +137,29 @@ pub(super) fn mount_setattr(fd: &OwnedFd, attr_set: u64, recursive: bool) -> Res
 
 /// A new, detached tmpfs with the given root `mode` (octal text) and mount attributes.
 pub(super) fn new_tmpfs(mode: &CStr, attrs: u64) -> Result<OwnedFd, Errno> {
-    // SAFETY: static NUL-terminated name.
-    let fs = fd_result(unsafe {
-        libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), libc::FSOPEN_CLOEXEC)
-    })?;
-    fsconfig_string(&fs, c"mode", mode)?;
     // The folders here only ever hold mount points and one empty file: a small cap keeps a
     // confined process from using a writable moment (there is none after setup) as storage.
-    fsconfig_string(&fs, c"size", c"64k")?;
-    fsconfig_string(&fs, c"nr_inodes", c"1024")?;
+    new_fs(
+        c"tmpfs",
+        &[(c"mode", mode), (c"size", c"64k"), (c"nr_inodes", c"1024")],
+        attrs,
+    )
+}
+
+/// A new, detached instance of the file system `fstype` with the given string options and
+/// mount attributes (`fsopen`, `fsconfig`, `fsmount`).
+pub(super) fn new_fs(
+    fstype: &CStr,
+    options: &[(&CStr, &CStr)],
+    attrs: u64,
+) -> Result<OwnedFd, Errno> {
+    // SAFETY: static NUL-terminated name.
+    let fs = fd_result(unsafe {
+        libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), libc::FSOPEN_CLOEXEC)
+    })?;
+    for (key, value) in options {
+        fsconfig_string(&fs, key, value)?;
+    }
     // SAFETY: plain syscall on a descriptor we own.
     unit_result(unsafe {
         libc::syscall(
@@ -179,6 +194,21 @@ fn fsconfig_string(fs: &OwnedFd, key: &CStr, value: &CStr) -> Result<(), Errno> 
             0,
         )
     })
+}
+
+/// `keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)`: this process gets a new, empty, anonymous
+/// session keyring in place of the one it inherited.
+pub(super) fn join_new_session_keyring() -> Result<(), Errno> {
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_int = 1;
+    // SAFETY: a null name asks for an anonymous keyring; no memory is passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        )
+    };
+    unit_result(ret)
 }
 
 /// The running kernel's Landlock ABI version, or the errno explaining its absence

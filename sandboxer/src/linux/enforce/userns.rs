@@ -6,11 +6,14 @@ use nix::sched::{CloneFlags, unshare};
 
 use super::error::{EnforceError, Layer};
 
-/// Enters new user, mount and PID namespaces (the PID namespace applies to the children made
-/// after this) and maps `uid`/`gid` to themselves. Must run in a single-threaded process.
+/// Enters new user, mount, PID and IPC namespaces (the PID namespace applies to the children
+/// made after this) and maps `uid`/`gid` to themselves. Must run in a single-threaded process.
 pub(super) fn enter(uid: u32, gid: u32) -> Result<(), EnforceError> {
-    let flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
-    unshare(flags).map_err(|e| refused("unshare(user, mount, pid)", e))?;
+    let flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC;
+    unshare(flags).map_err(|e| refused("unshare(user, mount, pid, ipc)", e))?;
     map(uid, gid)
 }
 
