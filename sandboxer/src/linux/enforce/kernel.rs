@@ -99,6 +99,14 @@ fn read_only(path: &CStr) -> Result<(), EnforceError> {
     let Some(target) = open(path).map_err(|e| fail("opening it", e))? else {
         return Ok(());
     };
+    // A mount of its own (`/sys`, with its cgroup, debugfs... mounts beneath) is made
+    // read-only where it is, submounts included: copying that tree to put it back over
+    // itself cost a new mount per submount, at every launch. What lies inside another mount
+    // (`/proc/sys` in the fresh procfs) is cloned and put back over itself, read-only.
+    if sys::is_mount_root(&target).map_err(|e| fail("statx", e))? {
+        return sys::mount_setattr(&target, libc::MOUNT_ATTR_RDONLY, true)
+            .map_err(|e| fail("mount_setattr in place", e));
+    }
     let tree = sys::clone_tree(&target).map_err(|e| fail("open_tree", e))?;
     sys::mount_setattr(&tree, libc::MOUNT_ATTR_RDONLY, true)
         .map_err(|e| fail("mount_setattr", e))?;
