@@ -70,6 +70,8 @@ struct PolicyDoc {
 #[derive(Debug, Clone)]
 pub struct LaunchGrants {
     pub state_root: PathBuf,
+    /// The state root's anchor (see [`crate::anchor`]), protected like the root.
+    pub anchor: PathBuf,
     pub docs_root: PathBuf,
     pub runtime: PathBuf,
     pub workflow: PathBuf,
@@ -86,6 +88,7 @@ impl LaunchGrants {
     ) -> LaunchGrants {
         LaunchGrants {
             state_root: state.path().to_path_buf(),
+            anchor: state.anchor_path(),
             docs_root: state.docs_root(),
             runtime,
             workflow: state.workflow(workflow),
@@ -110,6 +113,10 @@ impl LaunchGrants {
             why: "the dispatcher's state root: config.json (server token), auth, other chats"
                 .into(),
         }];
+        protected.push(PathEntry {
+            path: self.anchor.clone(),
+            why: "the state root's anchor: how the dispatcher tells it from a look-alike".into(),
+        });
         if !self.docs_root.starts_with(&self.state_root) {
             protected.push(PathEntry {
                 path: self.docs_root.clone(),
@@ -186,6 +193,7 @@ mod tests {
     fn hostile_paths_stay_data() {
         let g = LaunchGrants {
             state_root: "/h/q\"uote\n]] [x".into(),
+            anchor: "/h/.q\"uote\n]] [x.anchor".into(),
             docs_root: "/h/q\"uote\n]] [x/workspace-docs".into(),
             runtime: "/h/q\"uote\n]] [x/state/cli-runtimes/v1/c".into(),
             workflow: "/h/q\"uote\n]] [x/workspace-docs/w".into(),
@@ -194,7 +202,12 @@ mod tests {
         };
         let text = g.policy_toml();
         let v: toml::Value = toml::from_str(&text).unwrap();
-        assert_eq!(v["protected"].as_array().unwrap().len(), 1);
+        // The state root and its anchor (the docs root lies inside the state root).
+        assert_eq!(v["protected"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            v["protected"][1]["path"].as_str().unwrap(),
+            "/h/.q\"uote\n]] [x.anchor"
+        );
         assert_eq!(
             v["grant"][0]["path"].as_str().unwrap(),
             "/h/q\"uote\n]] [x/state/cli-runtimes/v1/c"

@@ -2,6 +2,7 @@
 //! an environment, and asks `sandboxer` to confine it. The only unconfined path out.
 
 pub mod adapter;
+pub mod anchor;
 pub mod bridge;
 pub mod contract;
 pub mod events;

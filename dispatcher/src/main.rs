@@ -55,6 +55,10 @@ enum Command {
         /// Keep workflows in this folder instead of <state-root>/workspace-docs.
         #[arg(long, value_name = "DIR")]
         docs_root: Option<PathBuf>,
+        /// Anchor the existing state root at this path anew, though its anchor names another
+        /// folder (you moved or restored it yourself). Run it outside any chat.
+        #[arg(long)]
+        adopt: bool,
     },
     /// Workflows: folders of workspace documents.
     #[command(subcommand)]
@@ -243,9 +247,13 @@ fn open_state(cli_root: Option<&PathBuf>) -> Result<StateRoot> {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Init { docs_root } => {
+        Command::Init { docs_root, adopt } => {
             let path = StateRoot::locate(cli.state_root.as_deref())?;
-            let (state, created) = StateRoot::init(&path, docs_root.as_deref())?;
+            let (state, created) = if adopt {
+                (StateRoot::anchor(&path, true)?, false)
+            } else {
+                StateRoot::init(&path, docs_root.as_deref())?
+            };
             println!(
                 "{} state root {}",
                 if created { "created" } else { "already a" },

@@ -12,7 +12,9 @@
 //! ```
 //!
 //! Every command opens the root with [`StateRoot::open`], which refuses a folder that is not
-//! one (no `config.json` of ours, someone else's folder, a file) instead of writing into it.
+//! one (no `config.json` of ours, someone else's folder, a file) instead of writing into it,
+//! and a state root that is not the one `dispatcher init` anchored at that path (see
+//! [`crate::anchor`]): a look-alike made there after the real one was moved away.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -40,6 +42,23 @@ pub enum StateError {
         "{path} is not a state root: {why} (create one with `dispatcher init --state-root {path}`)"
     )]
     NotAStateRoot { path: PathBuf, why: String },
+    #[error(
+        "{path} has no anchor ({anchor}): it was not made by `dispatcher init` at this path, or \
+         before state roots were anchored; if it is yours, run `dispatcher init --state-root \
+         {path}` outside any chat"
+    )]
+    NotAnchored { path: PathBuf, anchor: PathBuf },
+    #[error(
+        "{path} is not the state root `dispatcher init` made here: {why} (anchor {anchor}). It \
+         may be a look-alike made after the real one was moved away; refusing to use it. Find \
+         the real one; if you moved or restored it yourself, run `dispatcher init --adopt \
+         --state-root {path}` outside any chat"
+    )]
+    Stranger {
+        path: PathBuf,
+        anchor: PathBuf,
+        why: String,
+    },
     #[error("{path} exists and is not empty but is not a state root; refusing to write into it")]
     NotEmpty { path: PathBuf },
     #[error("{path} belongs to uid {owner}, not to you (uid {me}); refusing to use it")]
@@ -108,6 +127,10 @@ pub struct Config {
     pub kind: String,
     pub version: u32,
     pub server_token: String,
+    /// The random id its anchor also records (see [`crate::anchor`]); missing only in a state
+    /// root made before anchors, until `dispatcher init` adopts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_id: Option<String>,
     /// Workflows live here; default `<root>/workspace-docs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docs_root: Option<PathBuf>,
@@ -165,7 +188,7 @@ impl StateRoot {
                     });
                 }
                 if path.join("config.json").exists() {
-                    return StateRoot::open(path).map(|s| (s, false));
+                    return StateRoot::anchor(path, false).map(|s| (s, false));
                 }
                 let mut entries = fs::read_dir(path).map_err(io_err(path, "cannot list"))?;
                 if entries.next().is_some() {
@@ -195,6 +218,7 @@ impl StateRoot {
             kind: KIND.into(),
             version: 1,
             server_token: random_token()?,
+            root_id: Some(random_token()?),
             docs_root,
             folder_guard: FolderGuard::default(),
             open_url: OpenUrl::default(),
@@ -204,13 +228,75 @@ impl StateRoot {
             fs::create_dir_all(&dir).map_err(io_err(&dir, "cannot create"))?;
             set_mode(&dir, 0o700)?;
         }
-        // config.json last: its presence is what makes the folder a state root.
+        // config.json last: its presence is what makes the folder a state root; then the
+        // anchor, which makes it this path's.
         state.write_config()?;
+        let id = state.config.root_id.clone().expect("set above");
+        crate::anchor::write(&state.root, &id)?;
         Ok((state, true))
     }
 
-    /// Opens an existing state root, or explains why `path` is not one.
+    /// Opens the existing state root at `path` and anchors it when it has no anchor yet (a
+    /// state root made before anchors) or, with `adopt`, when its anchor names another folder
+    /// (the person moved or restored it). Run from inside a chat, writing the anchor fails:
+    /// every launch protects it.
+    pub fn anchor(path: &Path, adopt: bool) -> Result<StateRoot, StateError> {
+        let mut state = StateRoot::open_unanchored(path)?;
+        let anchor_path = crate::anchor::path_for(&state.root);
+        if let Some(anchor) = crate::anchor::read(&anchor_path)? {
+            let why =
+                crate::anchor::mismatch(&anchor, &state.root, state.config.root_id.as_deref())?;
+            match why {
+                None => return Ok(state),
+                Some(why) if !adopt => {
+                    return Err(StateError::Stranger {
+                        path: path.into(),
+                        anchor: anchor_path,
+                        why,
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        if state.config.root_id.is_none() {
+            state.config.root_id = Some(random_token()?);
+            state.write_config()?;
+        }
+        let id = state.config.root_id.clone().expect("set above");
+        crate::anchor::write(&state.root, &id)?;
+        Ok(state)
+    }
+
+    /// The anchor of this state root (see [`crate::anchor`]): every launch protects it.
+    pub fn anchor_path(&self) -> PathBuf {
+        crate::anchor::path_for(&self.root)
+    }
+
+    /// Opens an existing state root, or explains why `path` is not one, or not the one
+    /// `dispatcher init` anchored there.
     pub fn open(path: &Path) -> Result<StateRoot, StateError> {
+        let state = StateRoot::open_unanchored(path)?;
+        let anchor_path = state.anchor_path();
+        let Some(anchor) = crate::anchor::read(&anchor_path)? else {
+            return Err(StateError::NotAnchored {
+                path: path.into(),
+                anchor: anchor_path,
+            });
+        };
+        if let Some(why) =
+            crate::anchor::mismatch(&anchor, &state.root, state.config.root_id.as_deref())?
+        {
+            return Err(StateError::Stranger {
+                path: path.into(),
+                anchor: anchor_path,
+                why,
+            });
+        }
+        Ok(state)
+    }
+
+    /// [`StateRoot::open`] without the anchor's check.
+    fn open_unanchored(path: &Path) -> Result<StateRoot, StateError> {
         let not = |why: &str| StateError::NotAStateRoot {
             path: path.into(),
             why: why.into(),

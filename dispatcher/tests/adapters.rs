@@ -122,7 +122,10 @@ fn content(f: &launch::PlannedFile) -> Option<&str> {
 /// arguments and newlines show), the environment, then each planned file with its content.
 fn render(w: &World, interactive: &Launch, headless: &Launch) -> String {
     let root = w.root();
-    let clean = |s: &str| s.replace(&root, "[STATE]");
+    let anchor = dispatcher::anchor::path_for(std::path::Path::new(&root))
+        .display()
+        .to_string();
+    let clean = |s: &str| s.replace(&anchor, "[ANCHOR]").replace(&root, "[STATE]");
     let mut out = String::new();
     writeln!(
         out,

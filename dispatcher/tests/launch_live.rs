@@ -892,3 +892,136 @@ fn real_clis_start_confined() {
         "{trusted}"
     );
 }
+
+/// The state root's identity: a look-alike at its path (the real one moved away, another
+/// state root made elsewhere and moved in, as a confined process could have done had it been
+/// able to move the folder) is refused by every command with an error that names the path and
+/// what to do; the real one works again once back; a state root without an anchor is refused
+/// until `dispatcher init` adopts it; and from inside a chat the anchor can be neither read
+/// nor written nor moved (controls: outside it can).
+fn state_root_identity(who: Who) {
+    let Some(w) = World::new(who) else { return };
+    let anchor = w.state.with_file_name(format!(
+        ".{}.anchor",
+        w.state.file_name().unwrap().to_str().unwrap()
+    ));
+    assert!(anchor.is_file(), "dispatcher init anchors the state root");
+    let a = anchor.display();
+    let inside = w.inside(&format!(
+        "cat {a} && echo BAD-ANCHOR-READ; \
+         echo x >> {a} && echo BAD-ANCHOR-WRITE; \
+         mv {a} {a}.moved && echo BAD-ANCHOR-MOVE; \
+         rm -f {a} && echo BAD-ANCHOR-REMOVE; \
+         echo OK-INSIDE; exit 0"
+    ));
+    let all = text(&inside);
+    assert!(all.contains("OK-INSIDE"), "{all}");
+    for bad in [
+        "BAD-ANCHOR-READ",
+        "BAD-ANCHOR-WRITE",
+        "BAD-ANCHOR-MOVE",
+        "BAD-ANCHOR-REMOVE",
+    ] {
+        assert!(
+            !all.contains(bad),
+            "{bad} succeeded from inside a chat:\n{all}"
+        );
+    }
+    assert!(!all.contains("agentworks-state-root-anchor"), "{all}");
+    let before = fs::read_to_string(&anchor).unwrap();
+    assert!(before.contains("agentworks-state-root-anchor"));
+    // Control: outside, the same write works (undone at once).
+    w.as_runner(&format!(
+        "cp {a} {a}.bak && echo x >> {a} && mv {a}.bak {a}"
+    ));
+    assert_eq!(fs::read_to_string(&anchor).unwrap(), before);
+
+    let list = w.dispatcher(&["chat", "list"]);
+    assert!(
+        list.status.success(),
+        "the real state root works: {}",
+        text(&list)
+    );
+
+    // A look-alike: the real root moved away, another made elsewhere and moved in.
+    let s = w.state.display();
+    let fake = w.state.with_file_name("look-alike");
+    let real = w.state.with_file_name("real-moved");
+    w.as_runner(&format!("mv {s} {}", real.display()));
+    let made = w
+        .command(w.bin.join("dispatcher"))
+        .arg("--state-root")
+        .arg(&fake)
+        .args(["--profiles-dir"])
+        .arg(&w.profiles)
+        .args(["init"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    w.as_runner(&format!(
+        "mv {f} {s} && {d} --state-root {s} chat add chat-1 >/dev/null 2>&1; true",
+        f = fake.display(),
+        d = w.bin.join("dispatcher").display()
+    ));
+    for args in [
+        vec!["chat", "list"],
+        vec![
+            "launch",
+            "--cli",
+            "sh",
+            "--chat",
+            "chat-1",
+            "--workflow",
+            "wf-main",
+            "--mode",
+            "full",
+            "--",
+            "-c",
+            "echo BAD-LAUNCHED",
+        ],
+    ] {
+        let out = w.dispatcher(&args);
+        let all = text(&out);
+        assert!(!out.status.success(), "{args:?} used the look-alike: {all}");
+        assert!(!all.contains("BAD-LAUNCHED"), "{all}");
+        assert!(
+            all.contains(&format!(
+                "{s} is not the state root `dispatcher init` made here"
+            )) && all.contains("--adopt"),
+            "{args:?}: the error names the path and what to do: {all}"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(&anchor).unwrap(),
+        before,
+        "the anchor is untouched"
+    );
+
+    // The real one back: it works again.
+    w.as_runner(&format!("rm -rf {s} && mv {} {s}", real.display()));
+    let list = w.dispatcher(&["chat", "list"]);
+    assert!(list.status.success(), "{}", text(&list));
+
+    // Without an anchor (a state root from before anchors): refused until `init` adopts it.
+    fs::remove_file(&anchor).unwrap();
+    let out = w.dispatcher(&["chat", "list"]);
+    assert!(
+        !out.status.success() && text(&out).contains("has no anchor"),
+        "{}",
+        text(&out)
+    );
+    let init = w.dispatcher(&["init"]);
+    assert!(init.status.success(), "{}", text(&init));
+    let list = w.dispatcher(&["chat", "list"]);
+    assert!(list.status.success(), "{}", text(&list));
+}
+
+#[test]
+fn state_root_identity_as_root() {
+    state_root_identity(Who::Root);
+}
+
+#[test]
+fn state_root_identity_as_user() {
+    state_root_identity(Who::User);
+}

@@ -147,6 +147,8 @@ live!(
     job_control,
     read_only_grants_in_the_open,
     threaded_caller,
+    masks_pinned_ancestors,
+    landlock_only_ancestors,
 );
 
 // ---- binaries --------------------------------------------------------------------------------
@@ -795,6 +797,172 @@ fn masks_filesystem(r: &Runner) {
         results[0].out.contains(&fx.marker),
         "control read of config.json: {bare:?}"
     );
+}
+
+/// The moves that would carry a mask away from its path: swapping a look-alike in for a folder
+/// that holds the state root (`RENAME_EXCHANGE`, both ways), renaming such folders away at
+/// every level, and renaming away a folder between a grant and a refused path in it (`nested`).
+/// The look-alike is made by [`ancestor_layout`]: a masks sandbox cannot rename across its pins
+/// (EXDEV would hide the EBUSY), and landlock-only cannot create entries beside a rule path.
+fn ancestor_moves(fx: &Fixture, nested: &Path) -> Vec<Case> {
+    use Expect::Deny;
+    let local = fx.home.join(".local");
+    let share = local.join("share");
+    let fake = local.join("look-alike");
+    vec![
+        case(Deny, "exchange", &[&share, &fake]),
+        case(Deny, "exchange", &[&fake, &share]),
+        case(Deny, "rename", &[nested, &nested.with_extension("moved")]),
+        case(Deny, "rename", &[&share, &local.join("share-moved")]),
+        case(Deny, "rename", &[&local, &fx.home.join(".local-moved")]),
+        case(Deny, "rename", &[&fx.home, &fx.root.join("home-moved")]),
+    ]
+}
+
+/// The fixture's tree plus a refused `notes/private` (holding the marker) in the workflow and
+/// the look-alike beside `share`.
+fn ancestor_layout(fx: &Fixture) -> PathBuf {
+    let notes = fx.wf.join("notes");
+    fs::create_dir_all(notes.join("private")).unwrap();
+    fs::write(notes.join("private/secret.md"), &fx.marker).unwrap();
+    fs::create_dir_all(fx.home.join(".local/look-alike")).unwrap();
+    chown_tree(&fx.root, fx.uid, fx.gid);
+    notes
+}
+
+/// No process inside can rename, replace or remove a folder that holds a protected root or a
+/// refused path: each is a mount point of the sandbox's namespace (a pin), so the kernel
+/// answers EBUSY; the same moves outside, on a fresh copy of the tree, succeed. Also a refused
+/// path two levels inside a grant (`notes/private` in the workflow): renaming `notes/` would
+/// carry the mask away and let `notes/private` be made anew.
+fn masks_pinned_ancestors(r: &Runner) {
+    use Expect::{Allow, Deny};
+    let fx = Fixture::new(r);
+    let notes = ancestor_layout(&fx);
+    let private = notes.join("private");
+    let policy =
+        fs::read_to_string(&fx.policy).unwrap() + &format!("\n[[refuse]]\npath = {private:?}\n");
+    fs::write(&fx.policy, policy).unwrap();
+    assert_eq!(fx.plan(r, &[]).shape, Shape::Masks);
+
+    let share = fx.home.join(".local/share");
+    let mut cases = ancestor_moves(&fx, &notes);
+    let moves = cases.len();
+    fs::write(fx.home.join("plain.txt"), "x").unwrap();
+    chown(fx.home.join("plain.txt"), Some(fx.uid), Some(fx.gid)).unwrap();
+    cases.extend([
+        case(Deny, "delete", &[&share]),
+        case(Deny, "delete", &[&notes]),
+        case(Deny, "read", &[&private.join("secret.md")]),
+        // Ordinary renames still work; across a pin they get EXDEV (mv copies instead).
+        case(
+            Allow,
+            "rename",
+            &[&fx.home.join("plain.txt"), &fx.home.join("moved.txt")],
+        ),
+        case(
+            Deny,
+            "rename",
+            &[&fx.home.join("moved.txt"), &share.join("moved.txt")],
+        ),
+    ]);
+    let ran = fx.run(fx.exec(r, &[], &fx.probe_argv(&ops(&cases))), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let results = check_cases("moving a folder that holds a mask, inside", &cases, &ran);
+    fx.assert_no_marker(&ran);
+    let errno = |i: usize| results[i].err.as_deref().unwrap_or("none");
+    for i in (0..moves).chain([moves, moves + 1]) {
+        assert_eq!(errno(i), "EBUSY", "{:?}: {ran:?}", cases[i].op);
+    }
+    assert_eq!(errno(cases.len() - 1), "EXDEV", "{ran:?}");
+    assert!(fx.config.exists() && private.join("secret.md").exists());
+    assert!(
+        !fx.home.join(".local/share-moved").exists() && !notes.with_extension("moved").exists()
+    );
+
+    // Control: the same moves outside, on a fresh copy of the tree, succeed.
+    let fresh = Fixture::new(r);
+    let fresh_notes = ancestor_layout(&fresh);
+    let controls: Vec<Case> = ancestor_moves(&fresh, &fresh_notes)
+        .into_iter()
+        .map(|c| Case { expect: Allow, ..c })
+        .collect();
+    let bare = fresh.run(fresh.bare(r, &fresh.probe_argv(&ops(&controls))), None);
+    check_cases("the same moves outside", &controls, &bare);
+    assert!(
+        fresh
+            .root
+            .join("home-moved/.local-moved/share-moved/agentworks")
+            .is_dir()
+    );
+}
+
+/// Landlock-only: the planner's plan grants each sibling along the way to a rule path rather
+/// than its folder, so no folder on the way keeps a remove right: renaming, replacing or
+/// removing one is refused (EACCES) without any mount. The plan is the planner's own for the
+/// fixture's policy (run through the exec-plan helper: at ABI < 9 the fallback rule refuses
+/// landlock-only for a policy with protected roots, for its pathname-socket gap).
+fn landlock_only_ancestors(r: &Runner) {
+    use Expect::{Allow, Deny};
+    use sandboxer::linux::planner::{HostFs, plan_with};
+    use sandboxer::policy::ResolveOptions;
+    let fx = Fixture::new(r);
+    let notes = ancestor_layout(&fx);
+    let text = fs::read_to_string(&fx.policy).unwrap()
+        + &format!("\n[[refuse]]\npath = {:?}\n", notes.join("private"))
+        + "[linux]\nways_out = false\n";
+    let opts = ResolveOptions::new(sandboxer::Target::Linux, fx.home.clone(), false).unwrap();
+    let policy = sandboxer::Policy::from_toml(&text, "p.toml", &opts).unwrap();
+    let facts = sandboxer::linux::plan::Facts {
+        landlock_abi: 7,
+        user_namespaces: false,
+        mount_pid_namespaces: false,
+        uid: r.uid,
+        gid: r.gid,
+        namespaces_blocked_by: None,
+    };
+    let mut plan = plan_with(&policy, &facts, Shape::LandlockOnly, &HostFs).unwrap();
+    // Its breaking gaps (pathname sockets, metadata) are other classes; this test asks only
+    // what its rules do to the folders on the way.
+    plan.gaps.clear();
+    // /tmp holds the fixture, so each of its entries got a rule of its own; other tests'
+    // temp folders there may vanish before the rules are made. Dropping their rules only
+    // makes the plan stricter where this test asks nothing.
+    plan.landlock
+        .rules
+        .retain(|r| r.path.parent() != Some(Path::new("/tmp")) || r.path == fx.root);
+    // The probe script lies beside the home; it must stay readable.
+    plan.landlock
+        .rules
+        .push(sandboxer::linux::plan::LandlockRule {
+            path: fx.probe.clone(),
+            rights: vec![sandboxer::linux::plan::FsRight::ReadFile],
+            is_dir: false,
+            why: "the probe script".into(),
+        });
+    let mut cases = ancestor_moves(&fx, &notes);
+    cases.push(case(Deny, "delete", &[&notes]));
+    let ran = fx.run(fx.exec_plan(r, &plan, &fx.probe_argv(&ops(&cases))), None);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let results = check_cases(
+        "Landlock-only: moving a folder that holds a rule path",
+        &cases,
+        &ran,
+    );
+    fx.assert_no_marker(&ran);
+    for (c, got) in cases.iter().zip(&results) {
+        assert_eq!(got.err.as_deref(), Some("EACCES"), "{:?}: {ran:?}", c.op);
+    }
+    assert!(fx.state.join("config.json").exists() && notes.join("private").is_dir());
+
+    let fresh = Fixture::new(r);
+    let fresh_notes = ancestor_layout(&fresh);
+    let controls: Vec<Case> = ancestor_moves(&fresh, &fresh_notes)
+        .into_iter()
+        .map(|c| Case { expect: Allow, ..c })
+        .collect();
+    let bare = fresh.run(fresh.bare(r, &fresh.probe_argv(&ops(&controls))), None);
+    check_cases("the same moves outside", &controls, &bare);
 }
 
 /// A Unix socket listener the test process owns, counting who connected.

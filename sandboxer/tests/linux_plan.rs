@@ -227,7 +227,7 @@ fn decisions_name_the_deciding_mask_or_rule() {
     );
     assert_eq!(
         d.to_string(),
-        "deny: mount step 6 covers /home/ada/.local/share/agentworks"
+        "deny: mount step 14 covers /home/ada/.local/share/agentworks"
     );
     let d = plan.decide(
         Op::Write,
@@ -235,7 +235,7 @@ fn decisions_name_the_deciding_mask_or_rule() {
     );
     assert_eq!(
         d.to_string(),
-        "deny: mount step 8 binds read-only /home/ada/Documents/AgentWorks/wf-ref"
+        "deny: mount step 16 binds read-only /home/ada/Documents/AgentWorks/wf-ref"
     );
     let d = plan.decide(
         Op::Delete,
@@ -372,6 +372,104 @@ fn enforce_knob_limits_the_shapes_tried() {
     .unwrap_err();
     assert_eq!(err.id, RefusalId::GapsBreakPolicy);
     assert_eq!(err.attempts[0].shape, Shape::LandlockOnly);
+}
+
+/// Every folder holding a masked or refused path is pinned (bound onto itself: renaming,
+/// removing or replacing it fails with EBUSY), up to but not `/`; folders inside a cover are
+/// not; a folder between a bound-back grant and a refused path inside it is pinned after the
+/// bind-back (which would hide it otherwise) and before the refusal.
+#[test]
+fn pins_hold_every_folder_above_a_masked_or_refused_path() {
+    let policy = product();
+    let plan = choose_with(&policy, &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    let pins: Vec<&Path> = plan
+        .mounts
+        .iter()
+        .filter_map(|m| match m {
+            MountStep::Pin { path, .. } => Some(path.as_path()),
+            _ => None,
+        })
+        .collect();
+    for p in [
+        "/home",
+        "/home/ada",
+        "/home/ada/.local",
+        "/home/ada/.local/share",
+        "/home/ada/Documents",
+        "/tmp",
+        "/run",
+        "/run/user",
+    ] {
+        assert!(pins.contains(&Path::new(p)), "{p} not pinned: {pins:?}");
+        for op in [Op::Delete, Op::Rename] {
+            let d = plan.decide(op, Path::new(p));
+            assert!(
+                matches!(
+                    d.by,
+                    Decider::Mount {
+                        effect: MountEffect::MountPoint,
+                        ..
+                    }
+                ),
+                "{op} {p}: {d}"
+            );
+        }
+        assert_eq!(v(&plan, Op::Write, &format!("{p}/x")), Verdict::Allow);
+        assert_eq!(v(&plan, Op::Create, &format!("{p}/x")), Verdict::Allow);
+    }
+    assert!(!pins.contains(&Path::new("/")));
+    // Inside the state root's cover, the folders above the bound-back chat are not pinned.
+    assert!(
+        !pins
+            .iter()
+            .any(|p| p.starts_with("/home/ada/.local/share/agentworks"))
+    );
+    let moved = plan.gaps.iter().find(|g| g.id == "ancestor-move");
+    assert!(
+        moved.is_none_or(|g| !g.paths.iter().any(|p| pins.contains(&p.as_path()))),
+        "{moved:?}"
+    );
+
+    // A grant bound back into a cover, a refused path two levels inside it.
+    let policy = linux_policy(
+        "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n\
+         [[protected]]\npath = \"~/Documents\"\n\
+         [[grant]]\npath = \"~/Documents/notes\"\naccess = \"rw\"\n\
+         [[refuse]]\npath = \"~/Documents/notes/wf/private\"\n",
+        &[],
+    );
+    let mut fs = machine();
+    fs.dir("/home/ada/Documents/notes/wf/private");
+    let plan = choose_with(&policy, &facts(7, true), &fs, Enforce::Auto).unwrap();
+    let at = |want: &str| {
+        plan.mounts
+            .iter()
+            .position(|m| m.path() == Path::new(want))
+            .unwrap_or_else(|| panic!("no step on {want}: {:#?}", plan.mounts))
+    };
+    let (grant, pin, refuse) = (
+        at("/home/ada/Documents/notes"),
+        at("/home/ada/Documents/notes/wf"),
+        at("/home/ada/Documents/notes/wf/private"),
+    );
+    assert!(matches!(plan.mounts[pin], MountStep::Pin { .. }));
+    assert!(grant < pin && pin < refuse, "{:#?}", plan.mounts);
+    assert_eq!(
+        v(&plan, Op::Rename, "/home/ada/Documents/notes/wf"),
+        Verdict::Deny
+    );
+    assert_eq!(
+        v(&plan, Op::Read, "/home/ada/Documents/notes/wf/a.md"),
+        Verdict::Allow
+    );
+    assert_eq!(
+        v(&plan, Op::Write, "/home/ada/Documents/notes/wf/a.md"),
+        Verdict::Allow
+    );
+    assert_eq!(
+        v(&plan, Op::Read, "/home/ada/Documents/notes/wf/private/a.md"),
+        Verdict::Deny
+    );
 }
 
 fn linux_policy(text: &str, ways_out: &[(&str, &str)]) -> Policy {
@@ -899,15 +997,37 @@ proptest! {
             let plan = plan_with(&policy, &facts, shape, &fs)
                 .unwrap_or_else(|e| panic!("{shape}: {e}\n{}", case.text));
             let kernel = as_the_kernel_gets_it(&plan);
+            // Pins change nothing but deleting or renaming their own folder, and no pin is
+            // hidden by a later step above it nor put on after a step beneath it.
+            let unpinned = Plan {
+                mounts: plan.mounts.iter().filter(|m| !matches!(m, MountStep::Pin { .. })).cloned().collect(),
+                ..plan.clone()
+            };
+            for (i, m) in plan.mounts.iter().enumerate() {
+                let MountStep::Pin { path, .. } = m else { continue };
+                let above = |o: &MountStep| path.starts_with(o.path()) && path != o.path();
+                let beneath = |o: &MountStep| o.path().starts_with(path) && path != o.path();
+                prop_assert!(!plan.mounts[i + 1..].iter().any(above), "{shape}: pin {} hidden\n{}", path.display(), case.text);
+                prop_assert!(!plan.mounts[..i].iter().any(beneath), "{shape}: pin {} over a mask\n{}", path.display(), case.text);
+            }
+            let has_pins = unpinned.mounts.len() != plan.mounts.len();
             for q in &queries {
+                let pinned = plan.mounts.iter().any(|m| matches!(m, MountStep::Pin { path, .. } if path == Path::new(q)));
                 for op in Op::ALL {
+                    let pd = plan.decide(op, Path::new(q)).verdict;
                     prop_assert_eq!(
                         kernel.decide(op, Path::new(q)).verdict,
-                        plan.decide(op, Path::new(q)).verdict,
+                        pd,
                         "{} {} {}: the kernel's ruleset decides otherwise\n{}", shape, op, q, case.text
                     );
-                    let differs = plan.decide(op, Path::new(q)).verdict
-                        != policy.decide(op, Path::new(q)).verdict;
+                    if has_pins && !(pinned && matches!(op, Op::Delete | Op::Rename)) {
+                        prop_assert_eq!(
+                            unpinned.decide(op, Path::new(q)).verdict,
+                            pd,
+                            "{} {} {}: a pin changed it\n{}", shape, op, q, case.text
+                        );
+                    }
+                    let differs = pd != policy.decide(op, Path::new(q)).verdict;
                     let kind = classify(&plan, &policy, op, Path::new(q));
                     prop_assert_eq!(differs, kind.is_some());
                     let Some(kind) = kind else { continue };

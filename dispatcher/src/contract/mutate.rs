@@ -195,6 +195,7 @@ mod tests {
     fn mutations_find_their_grants_in_a_real_launch_policy() {
         let g = crate::grants::LaunchGrants {
             state_root: "/s".into(),
+            anchor: "/.s.anchor".into(),
             docs_root: "/s/workspace-docs".into(),
             runtime: "/s/state/cli-runtimes/v1/c".into(),
             workflow: "/s/workspace-docs/w".into(),

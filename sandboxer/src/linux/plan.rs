@@ -69,7 +69,8 @@ impl std::fmt::Display for Shape {
 /// first, before any mount. Covers come first, then bind-backs (shallowest first, so nested
 /// grants work), then the final masks (refused paths and launcher folders): a later mount on a
 /// path hides whatever was mounted beneath it, and the planner orders the steps so that this
-/// matches the policy (refuse beats grant beats protected).
+/// matches the policy (refuse beats grant beats protected). Each [`MountStep::Pin`] comes right
+/// after the last step on a folder above it, before any step beneath it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum MountStep {
@@ -104,6 +105,13 @@ pub enum MountStep {
         existed: bool,
         is_dir: bool,
     },
+    /// A folder holding a protected root, a refused path or a mask, bound onto itself (a
+    /// recursive clone of its own mount tree, so it hides nothing): the kernel refuses to
+    /// rename, remove or replace a mount point of the caller's own mount namespace (`EBUSY`),
+    /// so no process inside can move the folder away and make a look-alike at its path, which
+    /// the next launch would protect in its place. `of` is the rule path it holds. A folder
+    /// that is already the root of a mount when the plan is applied is left as it is.
+    Pin { path: PathBuf, of: PathBuf },
 }
 
 impl MountStep {
@@ -111,7 +119,8 @@ impl MountStep {
         match self {
             MountStep::Cover { path, .. }
             | MountStep::BindBack { path, .. }
-            | MountStep::Refuse { path, .. } => path,
+            | MountStep::Refuse { path, .. }
+            | MountStep::Pin { path, .. } => path,
         }
     }
 }

@@ -617,6 +617,7 @@ impl<'a> Planner<'a> {
     fn build(mut self) -> Result<Unchecked<'a>, PlanError> {
         if self.shape == Shape::Masks {
             self.plan_mounts()?;
+            self.plan_pins()?;
         }
         self.note_remaining_absent()?;
         let abi = self.facts.landlock_abi.min(MAX_KNOWN_ABI);
@@ -884,6 +885,102 @@ impl<'a> Planner<'a> {
         Ok(())
     }
 
+    /// Pins every folder that holds a protected root, a refused path, a launcher folder or a
+    /// mask, up to but not including `/` (which the caller may own: root can rename `/home`):
+    /// moving one away and making a look-alike at its path would move the protection with it
+    /// (masks follow the mount point, Landlock rules the inode), and the next launch would
+    /// protect the look-alike. Not pinned: folders under a cover or a refused path (the
+    /// read-only tmpfs refuses any rename already), folders that carry a mask of their own,
+    /// and folders missing now that no placeholder will make.
+    ///
+    /// Each pin goes right after the last step on a folder above it (so no bind-back put on
+    /// later hides it: the enforcer captures bind-back sources before any pin) and before every
+    /// step beneath it (a pin is a clone of the tree at its path, so a mask under it would be
+    /// copied, not covered).
+    fn plan_pins(&mut self) -> Result<(), PlanError> {
+        let policy = self.policy;
+        let held: BTreeSet<PathBuf> = policy
+            .protected
+            .iter()
+            .map(|r| r.path.clone())
+            .filter(|p| !policy.grants.iter().any(|g| within(p, &g.path)))
+            .chain(policy.refuse.iter().map(|r| r.path.clone()))
+            .chain(self.launcher_folders())
+            .chain(
+                self.mounts
+                    .iter()
+                    .filter(|m| !matches!(m, MountStep::BindBack { .. }))
+                    .map(|m| m.path().to_path_buf()),
+            )
+            .collect();
+        // Folders a placeholder will make (the enforcer creates them before any mount).
+        let made: Vec<&Path> = self
+            .mounts
+            .iter()
+            .filter_map(|m| match m {
+                MountStep::Cover {
+                    path,
+                    existed: false,
+                    ..
+                }
+                | MountStep::Refuse {
+                    path,
+                    existed: false,
+                    ..
+                } => Some(path.as_path()),
+                _ => None,
+            })
+            .collect();
+        let mut pins: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
+        for of in &held {
+            for a in of.ancestors().skip(1) {
+                if a == Path::new("/") || pins.contains_key(a) {
+                    continue;
+                }
+                let masked = match governing(&self.mounts, a) {
+                    Some((_, MountStep::BindBack { path, .. })) => path == a,
+                    Some(_) => true,
+                    None => false,
+                };
+                if masked {
+                    continue;
+                }
+                let exists = match self.kind(a)? {
+                    Some(EntryKind::Dir) => true,
+                    Some(_) => false,
+                    None => made.iter().any(|m| strictly_within(m, a)),
+                };
+                if exists {
+                    pins.insert(a.to_path_buf(), of.clone());
+                }
+            }
+        }
+        // (position among the other steps, depth, path): shallower pins first at one position.
+        let mut placed: Vec<(usize, usize, PathBuf, PathBuf)> = pins
+            .into_iter()
+            .map(|(path, of)| {
+                let after = self
+                    .mounts
+                    .iter()
+                    .rposition(|m| strictly_within(&path, m.path()))
+                    .map_or(0, |i| i + 1);
+                (after, path.components().count(), path, of)
+            })
+            .collect();
+        placed.sort();
+        let steps = std::mem::take(&mut self.mounts);
+        let mut pins = placed.into_iter().peekable();
+        for (i, step) in steps.into_iter().enumerate() {
+            while let Some((_, _, path, of)) = pins.next_if(|p| p.0 == i) {
+                self.mounts.push(MountStep::Pin { path, of });
+            }
+            self.mounts.push(step);
+        }
+        self.mounts
+            .extend(pins.map(|(_, _, path, of)| MountStep::Pin { path, of }));
+        Ok(())
+    }
+
     fn launcher_folders(&self) -> impl Iterator<Item = PathBuf> + '_ {
         self.policy
             .launchers
@@ -917,10 +1014,15 @@ impl<'a> Planner<'a> {
             Shape::Masks => governing(&self.mounts, q),
             Shape::LandlockOnly => None,
         };
+        let pin = match self.shape {
+            Shape::Masks => pinned(&self.mounts, q),
+            Shape::LandlockOnly => None,
+        };
         let at = self.policy.at(q);
         let mut out = Ops::NONE;
         for op in Op::ALL {
-            if mask.is_some() && !mask_verdict(mask, op, q).0 {
+            let moves_away = matches!(op, Op::Delete | Op::Rename);
+            if (moves_away && pin.is_some()) || (mask.is_some() && !mask_verdict(mask, op, q).0) {
                 out = out.with(op);
                 continue;
             }
@@ -1109,7 +1211,7 @@ impl<'a> Planner<'a> {
             && let Some((_, step)) = governing(&self.mounts, path)
         {
             match step {
-                MountStep::BindBack { .. } => {}
+                MountStep::BindBack { .. } | MountStep::Pin { .. } => {}
                 MountStep::Cover {
                     path: root, is_dir, ..
                 }
@@ -1348,7 +1450,9 @@ impl fmt::Display for PlanDecision {
 fn governing<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize, &'m MountStep)> {
     let mut on_path: Vec<(usize, &MountStep, usize)> = Vec::new();
     for (i, m) in mounts.iter().enumerate() {
-        if within(q, m.path()) {
+        // A pin is a clone of the tree at its path: it hides nothing and changes nothing
+        // beneath it (see `pinned`).
+        if within(q, m.path()) && !matches!(m, MountStep::Pin { .. }) {
             on_path.push((i, m, m.path().components().count()));
         }
     }
@@ -1357,6 +1461,14 @@ fn governing<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize, &'m MountS
         .filter(|(i, _, depth)| !on_path.iter().any(|(j, _, d)| j > i && d < depth))
         .max_by_key(|(i, _, depth)| (*depth, *i))
         .map(|(i, m, _)| (*i, *m))
+}
+
+/// The pin on `q` itself, if any: `q` is a mount point, so it cannot be deleted, renamed or
+/// replaced (`EBUSY`). The planner never puts a pin where a later step hides it.
+fn pinned(mounts: &[MountStep], q: &Path) -> Option<usize> {
+    mounts
+        .iter()
+        .position(|m| matches!(m, MountStep::Pin { path, .. } if path == q))
 }
 
 /// The masks' verdict for `op` at `q`, given the step that governs `q` (see [`governing`]):
@@ -1373,6 +1485,8 @@ fn mask_verdict(
     match step {
         MountStep::Cover { .. } => (false, Some((i, MountEffect::Covered))),
         MountStep::Refuse { .. } => (false, Some((i, MountEffect::Refused))),
+        // Never governs (see `governing`); the pin on `q` itself is `pinned`'s.
+        MountStep::Pin { .. } => (true, None),
         MountStep::BindBack { path, access, .. } => {
             if moves && path == q {
                 return (false, Some((i, MountEffect::MountPoint)));
@@ -1417,7 +1531,14 @@ impl Plan {
         if moves && q == Path::new("/") {
             return deny(Decider::Root);
         }
-        let (ok, step) = mask_verdict(sight.governing, op, q);
+        let (ok, step) = match pinned(&self.mounts, q) {
+            // Only moving it away: creating it fails anyway (it exists), and what lies
+            // beneath is the same tree.
+            Some(i) if matches!(op, Op::Delete | Op::Rename) => {
+                (false, Some((i, MountEffect::MountPoint)))
+            }
+            _ => mask_verdict(sight.governing, op, q),
+        };
         if !ok {
             let (index, effect) = step.expect("a denying mask names its step");
             return deny(Decider::Mount {

@@ -100,6 +100,17 @@ def new_pty():
     return ""
 
 
+def exchange(a, b):
+    """Swaps two entries atomically (renameat2 RENAME_EXCHANGE): replacing a folder by a
+    look-alike in one step."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    AT_FDCWD, RENAME_EXCHANGE = -100, 2
+    if libc.renameat2(AT_FDCWD, a.encode(), AT_FDCWD, b.encode(), RENAME_EXCHANGE) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return ""
+
+
 def tiocsti(fd):
     fcntl.ioctl(int(fd), termios.TIOCSTI, b"#")
     return ""
@@ -114,6 +125,7 @@ OPS = {
     "list": lambda p: "\n".join(sorted(os.listdir(p))),
     "delete": delete,
     "rename": lambda a, b: os.rename(a, b) or "",
+    "exchange": exchange,
     "link": lambda a, b: os.link(a, b) or "",
     "symlink-read": symlink_read,
     "connect": connect,

@@ -5,7 +5,9 @@
 //! 2. Every bind-back source is captured first, as a detached copy of its mount tree
 //!    (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`): once a cover is on, the grant beneath it
 //!    can no longer be reached by path.
-//! 3. Then, step by step: a `Cover` puts an empty tmpfs of mode 0111 over a folder (search
+//! 3. Then, step by step: a `Pin` binds a folder onto itself (a recursive clone of the tree at
+//!    its path, so nothing beneath changes) unless it is the root of a mount already: a
+//!    mount point of this namespace cannot be renamed, removed or replaced (`EBUSY`); a `Cover` puts an empty tmpfs of mode 0111 over a folder (search
 //!    only: listing fails, the way to a bound-back grant still resolves; kept writable until
 //!    the end, only so mount points for grants can be made in it) or an empty read-only,
 //!    mode-000 file over anything else; a `BindBack` attaches a captured tree on its path
@@ -48,6 +50,7 @@ pub(super) fn apply(steps: &[MountStep]) -> Result<(), EnforceError> {
                 attach(path, *is_dir, &tree, &covers)
             }
             MountStep::Refuse { path, .. } => refuse(path, &mut scratch),
+            MountStep::Pin { path, .. } => pin(path),
         };
         applied.map_err(|e| in_step(step, e))?;
     }
@@ -95,6 +98,9 @@ fn in_step(step: &MountStep, e: StepError) -> EnforceError {
             format!("bind back {} {}", access_word(*access), path.display())
         }
         MountStep::Refuse { path, .. } => format!("refuse {}", path.display()),
+        MountStep::Pin { path, of } => {
+            format!("pin {} (it holds {})", path.display(), of.display())
+        }
     };
     match e.errno {
         Some(errno) => EnforceError::os(Layer::Masks, format_args!("{name}: {}", e.what), errno),
@@ -248,6 +254,20 @@ fn make_mount_point(
         };
     }
     Ok(dir)
+}
+
+/// Binds the folder at `path` onto itself, submounts included, unless it is the root of a
+/// mount already (then the kernel refuses to move it as it is).
+fn pin(path: &Path) -> Result<(), StepError> {
+    let target = open(path)?;
+    if !is_folder(&stat(&target, path)?) {
+        return Err(fail_plain("it is no longer a folder"));
+    }
+    if sys::is_mount_root(&target).map_err(|e| fail("statx", e))? {
+        return Ok(());
+    }
+    let tree = sys::clone_tree(&target).map_err(|e| fail("cloning it (open_tree)", e))?;
+    sys::move_mount(&tree, &target).map_err(|e| fail("binding it onto itself (move_mount)", e))
 }
 
 fn refuse(path: &Path, scratch: &mut Scratch) -> Result<(), StepError> {

@@ -82,7 +82,7 @@ impl Placeholders {
         let mut placeholders = Placeholders::default();
         for step in steps {
             let path = step.path();
-            if let MountStep::BindBack { .. } = step {
+            if let MountStep::BindBack { .. } | MountStep::Pin { .. } = step {
                 continue;
             }
             let mut held = false;

@@ -83,6 +83,25 @@ pub(super) fn clone_tree(fd: &OwnedFd) -> Result<OwnedFd, Errno> {
     fd_result(ret)
 }
 
+/// Whether `fd` is the root of a mount (`STATX_ATTR_MOUNT_ROOT`, Linux 5.8).
+pub(super) fn is_mount_root(fd: &OwnedFd) -> Result<bool, Errno> {
+    // SAFETY: all-zero is a valid `statx`; the kernel fills it.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `stx` lives across the call; the path is a static empty string.
+    let ret = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            libc::AT_EMPTY_PATH,
+            0,
+            &mut stx,
+        )
+    };
+    unit_result(ret.into())?;
+    let mask = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    Ok(stx.stx_attributes_mask & mask != 0 && stx.stx_attributes & mask != 0)
+}
+
 /// A detached copy of the single file or folder `name` beneath `dir`.
 pub(super) fn clone_entry(dir: &OwnedFd, name: &CStr) -> Result<OwnedFd, Errno> {
     let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
