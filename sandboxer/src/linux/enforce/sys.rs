@@ -154,25 +154,6 @@ pub(super) fn mount_setattr(fd: &OwnedFd, attr_set: u64, recursive: bool) -> Res
     unit_result(ret)
 }
 
-/// Whether `fd` is the root of a mount (`STATX_ATTR_MOUNT_ROOT`, Linux >= 5.8).
-pub(super) fn is_mount_root(fd: &OwnedFd) -> Result<bool, Errno> {
-    // SAFETY: an all-zero statx is a valid value to be overwritten.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` outlives the call; the empty path with AT_EMPTY_PATH names `fd` itself.
-    let ret = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            EMPTY.as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-            0,
-            &mut st,
-        )
-    };
-    unit_result(ret as libc::c_long)?;
-    let known = st.stx_attributes_mask & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0;
-    Ok(known && st.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0)
-}
-
 /// A new, detached tmpfs with the given root `mode` (octal text) and mount attributes.
 pub(super) fn new_tmpfs(mode: &CStr, attrs: u64) -> Result<OwnedFd, Errno> {
     // The folders here only ever hold mount points and one empty file: a small cap keeps a
