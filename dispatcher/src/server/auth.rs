@@ -298,40 +298,54 @@ mod tests {
             target,
             body,
         };
-        let good = authorization(&token, &cn, &sn, &b("POST", "/v1/x?a=1", b"{}"));
-        for bad in [
-            authorization(&token, &cn, &sn, &b("GET", "/v1/x?a=1", b"{}")),
-            authorization(&token, &cn, &sn, &b("POST", "/v1/x?a=2", b"{}")),
-            authorization(&token, &cn, &sn, &b("POST", "/v1/x?a=1", b"{ }")),
-            authorization(&"cd".repeat(32), &cn, &sn, &b("POST", "/v1/x?a=1", b"{}")),
-        ] {
-            assert_eq!(
-                hs.check(&req("POST", "/v1/x?a=1", Some(&bad), b"{}")),
-                Err(Refusal::WrongMac)
-            );
+        let other = "cd".repeat(32);
+        let wrong: [(&str, Binding<'_>); 4] = [
+            (&token, b("GET", "/v1/x?a=1", b"{}")),
+            (&token, b("POST", "/v1/x?a=2", b"{}")),
+            (&token, b("POST", "/v1/x?a=1", b"{ }")),
+            (&other, b("POST", "/v1/x?a=1", b"{}")),
+        ];
+        for (key, binding) in &wrong {
+            let (sn, _) = hs.hello(&cn).unwrap();
+            let bad = authorization(key, &cn, &sn, binding);
+            let r = req("POST", "/v1/x?a=1", Some(&bad), b"{}");
+            assert_eq!(hs.check(&r), Err(Refusal::WrongMac));
             // A failed attempt spends the handshake too.
-            let (sn2, _) = hs.hello(&cn).unwrap();
-            assert_eq!(
-                hs.check(&req(
-                    "POST",
-                    "/v1/x?a=1",
-                    Some(&bad.replace(&sn, &sn2)),
-                    b"{}"
-                )),
-                Err(Refusal::WrongMac)
-            );
+            assert_eq!(hs.check(&r), Err(Refusal::UnknownNonce));
         }
-        // The first handshake was spent by the first failure; a fresh one passes once.
-        assert_eq!(
-            hs.check(&req("POST", "/v1/x?a=1", Some(&good), b"{}")),
-            Err(Refusal::UnknownNonce)
-        );
-        let (sn, _) = hs.hello(&cn).unwrap();
-        let good_now = authorization(&token, &cn, &sn, &b("POST", "/v1/x?a=1", b"{}"));
-        let r = req("POST", "/v1/x?a=1", Some(&good_now), b"{}");
+        // The very first handshake is still open, and passes once.
+        let good = authorization(&token, &cn, &sn, &b("POST", "/v1/x?a=1", b"{}"));
+        let r = req("POST", "/v1/x?a=1", Some(&good), b"{}");
         assert_eq!(hs.check(&r), Ok(()));
-        // Single use: the same bytes again are refused.
         assert_eq!(hs.check(&r), Err(Refusal::UnknownNonce));
+    }
+
+    #[test]
+    fn past_the_limit_the_oldest_handshake_goes() {
+        let token = "ab".repeat(32);
+        let hs = Handshakes::new(token.clone(), 4000);
+        let cn = new_nonce().unwrap();
+        let b = Binding {
+            port: 4000,
+            method: "GET",
+            target: "/v1/chats",
+            body: b"",
+        };
+        let mut sns: Vec<String> = (0..=MAX_OPEN_HANDSHAKES)
+            .map(|_| hs.hello(&cn).unwrap().0)
+            .collect();
+        let last = sns.pop().unwrap();
+        let check = |sn: &str| {
+            hs.check(&req(
+                "GET",
+                "/v1/chats",
+                Some(&authorization(&token, &cn, sn, &b)),
+                b"",
+            ))
+        };
+        assert_eq!(check(&sns[0]), Err(Refusal::UnknownNonce));
+        assert_eq!(check(&sns[1]), Ok(()));
+        assert_eq!(check(&last), Ok(()));
     }
 
     #[test]
