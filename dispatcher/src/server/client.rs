@@ -60,7 +60,8 @@ impl Client {
         })
     }
 
-    /// Whatever listens on 127.0.0.1:`port`, with this state root's token.
+    /// The listener on 127.0.0.1:`port`, for this state root: each call first has it prove
+    /// that it holds this state root's token.
     pub fn for_port(state: &StateRoot, port: u16) -> Result<Client> {
         if port == 0 {
             bail!("port 0 is not a server's port");
