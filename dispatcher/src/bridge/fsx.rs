@@ -171,6 +171,18 @@ pub fn resolve(path: &Path, flags: libc::c_int) -> Result<Resolved, OpenError> {
     Ok(Resolved { fd, real })
 }
 
+/// Where `path` resolves, by [`resolve`] and without reading anything: Linux opens it
+/// `O_PATH`; macOS, which has no `O_PATH`, asks `realpath` (nothing is opened).
+#[cfg(target_os = "linux")]
+pub fn real_of(path: &Path) -> Result<PathBuf, OpenError> {
+    resolve(path, libc::O_PATH).map(|r| r.real)
+}
+
+#[cfg(target_os = "macos")]
+pub fn real_of(path: &Path) -> Result<PathBuf, OpenError> {
+    Ok(std::fs::canonicalize(path)?)
+}
+
 #[cfg(target_os = "linux")]
 fn on_procfs(fd: BorrowedFd<'_>) -> io::Result<bool> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();

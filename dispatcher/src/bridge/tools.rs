@@ -487,8 +487,8 @@ fn resolve_prefix(path: &Path) -> Result<PathBuf, fsx::Refused> {
     let mut rest: Vec<&OsStr> = Vec::new();
     let mut cur = path;
     loop {
-        match fsx::resolve(cur, libc::O_PATH) {
-            Ok(r) => return Ok(rest.iter().rev().fold(r.real, |p, part| p.join(part))),
+        match fsx::real_of(cur) {
+            Ok(real) => return Ok(rest.iter().rev().fold(real, |p, part| p.join(part))),
             Err(fsx::OpenError::Refused(r)) => return Err(r),
             Err(fsx::OpenError::Io(_)) => {}
         }
@@ -1159,10 +1159,12 @@ mod tests {
             Ok(real.join("file/x"))
         );
         // Never through a magic link, never onto /proc, even for a path that does not exist.
+        #[cfg(target_os = "linux")]
         assert_eq!(
             resolve_prefix(Path::new("/proc/self/no/such")),
             Err(fsx::Refused::Proc)
         );
+        #[cfg(target_os = "linux")]
         assert_eq!(
             resolve_prefix(Path::new("/proc/self/root/no/such")),
             Err(fsx::Refused::MagicLink)
