@@ -1433,7 +1433,8 @@ const AS_USER_ENV: &str = "BRIDGE_NAMESPACE_TEST_AS_USER";
 /// or bwrap would make), where the state root is bound onto `<workflow>/mnt` and
 /// `config.json` onto `<workflow>/notes.txt`, its cwd in `mnt`: through `/proc/<pid>/root`
 /// and `/proc/<pid>/cwd` the protected files appear at granted paths. The bridge refuses
-/// every such path (and every `/proc/self/…` one), reads, lists and writes alike, and
+/// every such path (every `/proc/self/…` one, and symlinks planted in the grant that lead
+/// there), reads, lists and writes alike, and
 /// nothing is created; the controls show that the paths do lead to the protected files for
 /// a plain process, and that the bridge still serves the granted paths.
 fn bridge_stays_in_its_own_mount_namespace() {
@@ -1503,6 +1504,9 @@ fn bridge_stays_in_its_own_mount_namespace() {
         &call(&c.socket, "read_file", json!({"path": config})),
         "protected root",
     );
+    // Links planted inside the grant that lead there are no way around it.
+    std::os::unix::fs::symlink(view.join("notes.txt"), wf.join("via-link")).unwrap();
+    std::os::unix::fs::symlink(&other_cwd, wf.join("cwd-link")).unwrap();
     let before = w.snapshot();
 
     let self_root = Path::new("/proc/self/root");
@@ -1516,6 +1520,8 @@ fn bridge_stays_in_its_own_mount_namespace() {
         PathBuf::from(format!("/proc/{pid}/fd/0")),
         PathBuf::from("/proc/self/environ"),
         PathBuf::from(format!("/proc/{pid}/environ")),
+        wf.join("via-link"),
+        wf.join("cwd-link/config.json"),
     ];
     let lists = [
         view.join("mnt"),
@@ -1525,6 +1531,7 @@ fn bridge_stays_in_its_own_mount_namespace() {
         under_self(&wf),
         PathBuf::from("/proc"),
         PathBuf::from(format!("/proc/{pid}")),
+        wf.join("cwd-link"),
     ];
     let writes = [
         view.join("mnt/planted"),
@@ -1534,6 +1541,7 @@ fn bridge_stays_in_its_own_mount_namespace() {
         under_self(&wf.join("planted")),
         under_self(&wf.join("ok.txt")),
         PathBuf::from("/proc/self/comm"),
+        wf.join("cwd-link/planted"),
     ];
     let mut seen = Vec::new();
     for p in &reads {
