@@ -127,12 +127,13 @@ fn failing_probes(col: &Value) -> BTreeSet<String> {
         .collect()
 }
 
-const SERVER_CHECKS: [&str; 7] = [
+const SERVER_CHECKS: [&str; 8] = [
     "launched",
     "listed",
     "policy-identical",
     "bridge-served",
     "cli-confined",
+    "bridge-own-namespace",
     "stopped",
     "events",
 ];

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use dispatcher::server::auth;
 use serde_json::{Value, json};
 
 const DISPATCHER: &str = env!("CARGO_BIN_EXE_dispatcher");
@@ -176,8 +177,12 @@ mcp = ["--bridge", "{{bridge_command}}", "{{bridge_socket}}"]
     }
 
     fn serve_with(&self, env: &[(&str, &str)]) -> Server {
+        self.serve_on(0, env)
+    }
+
+    fn serve_on(&self, port: u16, env: &[(&str, &str)]) -> Server {
         let mut cmd = self.cmd();
-        cmd.args(["serve", "--port", "0"])
+        cmd.args(["serve", "--port", &port.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -302,8 +307,14 @@ impl Server {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let auth = format!("Bearer {}", self.token);
         let body = body.map(|b| b.to_string());
+        let auth = proof(
+            self.port,
+            &self.token,
+            method,
+            path,
+            body.as_deref().unwrap_or("").as_bytes(),
+        );
         let mut headers = vec![("Authorization", auth.as_str())];
         if body.is_some() {
             headers.push(("Content-Type", "application/json"));
@@ -404,6 +415,71 @@ fn http(
     let mut bytes = req.into_bytes();
     bytes.extend_from_slice(body);
     raw(port, &bytes)
+}
+
+/// The `Authorization` value for one request: the handshake of `dispatcher::server::auth`
+/// (the server's proof checked), then the MAC bound to the request.
+fn proof(port: u16, token: &str, method: &str, target: &str, body: &[u8]) -> String {
+    try_proof(port, token, method, target, body).expect("the handshake failed")
+}
+
+/// As [`proof`], or `None` when the server does not answer (it may be dying on purpose).
+fn try_proof(port: u16, token: &str, method: &str, target: &str, body: &[u8]) -> Option<String> {
+    let (cn, sn, server_proof) = hello(port)?;
+    assert!(
+        auth::proof_ok(token, &cn, &sn, port, &server_proof),
+        "the server's proof is wrong"
+    );
+    Some(mac(port, token, &cn, &sn, method, target, body))
+}
+
+/// A request MAC made with `token` on a real handshake, whether or not the server holds it.
+fn forged_proof(port: u16, token: &str, method: &str, target: &str, body: &[u8]) -> String {
+    let (cn, sn, server_proof) = hello(port).expect("the server answers the handshake");
+    assert!(!auth::proof_ok(token, &cn, &sn, port, &server_proof));
+    mac(port, token, &cn, &sn, method, target, body)
+}
+
+fn mac(
+    port: u16,
+    token: &str,
+    cn: &str,
+    sn: &str,
+    method: &str,
+    target: &str,
+    body: &[u8],
+) -> String {
+    auth::authorization(
+        token,
+        cn,
+        sn,
+        &auth::Binding {
+            port,
+            method,
+            target,
+            body,
+        },
+    )
+}
+
+/// Step 1 of the handshake: (client nonce, server nonce, server proof).
+fn hello(port: u16) -> Option<(String, String, String)> {
+    let cn = auth::new_nonce().unwrap();
+    let hello = json!({ "client_nonce": cn }).to_string();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let req = format!(
+        "POST /v1/hello HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{hello}",
+        hello.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let v: Value = serde_json::from_str(out.split_once("\r\n\r\n")?.1).ok()?;
+    Some((
+        cn,
+        v["server_nonce"].as_str()?.to_string(),
+        v["server_proof"].as_str()?.to_string(),
+    ))
 }
 
 fn raw(port: u16, bytes: &[u8]) -> (u16, Value) {
@@ -553,6 +629,9 @@ fn without_the_token_nothing_is_done() {
     near.replace_range(63..64, if near.ends_with('0') { "1" } else { "0" });
     let bad_auth: Vec<Vec<(&str, String)>> = vec![
         vec![],
+        // The token itself, without a proof: refused.
+        vec![("Authorization", format!("Bearer {}", w.token))],
+        vec![("Authorization", format!("{} {}", auth::SCHEME, w.token))],
         vec![("Authorization", format!("Bearer {forged}"))],
         vec![("Authorization", format!("Bearer {near}"))],
         vec![("Authorization", format!("Bearer {}", &w.token[..63]))],
@@ -582,6 +661,60 @@ fn without_the_token_nothing_is_done() {
         srv.alive(),
         "a shutdown without the token stopped the server"
     );
+    // A proof is good once, for its own request, with this state root's token only.
+    let (p, t) = (srv.port, w.token.as_str());
+    let ct = ("Content-Type", "application/json");
+    let once = proof(p, t, "GET", "/v1/chats", b"");
+    assert_eq!(
+        http(p, "GET", "/v1/chats", &[("Authorization", &once)], b"").0,
+        200
+    );
+    let (s, v) = http(p, "GET", "/v1/chats", &[("Authorization", &once)], b"");
+    assert_eq!(s, 401, "a replayed proof passed: {v}");
+    for (method, path, body, proved) in [
+        ("POST", "/v1/shutdown", "", ("GET", "/v1/chats", "")),
+        (
+            "POST",
+            "/v1/chats/launch",
+            launch.as_str(),
+            ("POST", "/v1/chats/launch", "{}"),
+        ),
+        (
+            "POST",
+            "/v1/chats/launch",
+            launch.as_str(),
+            ("POST", "/v1/chats/c1/stop", launch.as_str()),
+        ),
+        (
+            "GET",
+            "/v1/chats/c1/events?after=1",
+            "",
+            ("GET", "/v1/chats/c1/events?after=0", ""),
+        ),
+    ] {
+        let a = proof(p, t, proved.0, proved.1, proved.2.as_bytes());
+        let (s, v) = http(
+            p,
+            method,
+            path,
+            &[("Authorization", &a), ct],
+            body.as_bytes(),
+        );
+        assert_eq!(s, 401, "{method} {path} with a proof for {proved:?}: {v}");
+    }
+    let (s, v) = http(
+        p,
+        "POST",
+        "/v1/shutdown",
+        &[(
+            "Authorization",
+            &forged_proof(p, &forged, "POST", "/v1/shutdown", b""),
+        )],
+        b"",
+    );
+    assert_eq!(s, 401, "a proof with another token passed: {v}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(srv.alive(), "a shutdown without a proof stopped the server");
     assert!(!hb.exists(), "a launch without the token ran the CLI");
     assert_eq!(snapshot(&w.root), before, "the state root changed");
     assert_eq!(srv.chat("c1")["state"], "never");
@@ -614,13 +747,18 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
     w.chats(&["c1"]);
     let mut srv = w.serve();
     let before = snapshot(&w.root);
-    let auth = format!("Bearer {}", w.token);
-    let json_h = vec![
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "application/json"),
-    ];
     let p = srv.port;
-    let post = |body: &[u8]| http(p, "POST", "/v1/chats/launch", &json_h, body);
+    // A request with a good proof for exactly itself.
+    let send = |method: &str, target: &str, content_type: &str, body: &[u8]| {
+        let auth = proof(p, &w.token, method, target, body);
+        let h = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", content_type),
+        ];
+        http(p, method, target, &h, body)
+    };
+    let json = "application/json";
+    let post = |body: &[u8]| send("POST", "/v1/chats/launch", json, body);
 
     let (s, v) = post(b"{not json");
     assert_eq!(
@@ -638,16 +776,12 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
     );
     let (s, v) = post(br#"{"cli":"fake","chat":"c1"}"#);
     assert_eq!(s, 400, "{v}");
-    let (s, v) = http(p, "POST", "/v1/chats/launch", &json_h, b"");
+    let (s, v) = post(b"");
     assert_eq!(s, 400, "{v}");
-    let (s, v) = http(
-        p,
+    let (s, v) = send(
         "POST",
         "/v1/chats/launch",
-        &[
-            ("Authorization", auth.as_str()),
-            ("Content-Type", "text/plain"),
-        ],
+        "text/plain",
         br#"{"cli":"fake","chat":"c1","workflow":"w1"}"#,
     );
     assert_eq!(s, 415, "{v}");
@@ -659,6 +793,8 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
         (413, Some("body_too_large")),
         "{v}"
     );
+    // Refused before the proof is looked at, even with one that is otherwise good.
+    let auth = proof(p, &w.token, "GET", "/v1/chats", b"");
     // A body that claims more than the limit, and sends nothing.
     let (s, _) = raw(
         p,
@@ -687,19 +823,18 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
         .as_bytes(),
     );
     assert_eq!(s, 400);
-    let (s, v) = http(p, "DELETE", "/v1/chats", &json_h, b"");
+    let (s, v) = send("DELETE", "/v1/chats", json, b"");
     assert_eq!(s, 405, "{v}");
-    let (s, v) = http(p, "GET", "/v1/chats/launch/x", &json_h, b"");
+    let (s, v) = send("GET", "/v1/chats/launch/x", json, b"");
     assert_eq!(s, 404, "{v}");
-    let (s, v) = http(
-        p,
+    let (s, v) = send(
         "POST",
         "/v1/chats/c1/stop",
-        &json_h,
+        json,
         br#"{"grace_seconds":-1}"#,
     );
     assert_eq!(s, 400, "{v}");
-    let (s, v) = http(p, "GET", "/v1/chats/c1/events?after=x", &json_h, b"");
+    let (s, v) = send("GET", "/v1/chats/c1/events?after=x", json, b"");
     assert_eq!(s, 400, "{v}");
     // A client that sends half a request and stalls is cut off, and others are served.
     let mut slow = TcpStream::connect(("127.0.0.1", p)).unwrap();
@@ -850,6 +985,282 @@ fn serve_listens_on_loopback_only_and_once_per_state_root() {
         !w.root.join("server.json").exists(),
         "server.json left after a clean stop"
     );
+}
+
+// ---- a squatter on the server's port ------------------------------------------------------
+
+/// What a process that took the server's port does with a connection.
+#[derive(Clone, Copy, Debug)]
+enum Squat {
+    /// Reads the request, answers nothing.
+    Silent,
+    /// Answers the handshake with a made-up proof.
+    Fake,
+    /// Passes each request to the real server on this port and its answer back.
+    Relay(u16),
+}
+
+/// A listener of the same uid on `port` that records every byte it receives, per connection.
+struct Squatter {
+    got: Arc<Mutex<Vec<Vec<u8>>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Squatter {
+    fn bind(port: u16, how: Squat) -> Squatter {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("the squatter cannot bind 127.0.0.1:{port}: {e}"));
+        listener.set_nonblocking(true).unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (g, st) = (got.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !st.load(Ordering::SeqCst) {
+                let mut conn = match listener.accept() {
+                    Ok((c, _)) => c,
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                };
+                conn.set_nonblocking(false).unwrap();
+                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let bytes = read_one_request(&mut conn);
+                g.lock().unwrap().push(bytes.clone());
+                match how {
+                    Squat::Silent => {}
+                    Squat::Fake => {
+                        let body = json!({
+                            "server_nonce": auth::new_nonce().unwrap(),
+                            "server_proof": auth::new_nonce().unwrap(),
+                        })
+                        .to_string();
+                        let _ = conn.write_all(
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                body.len()
+                            )
+                            .as_bytes(),
+                        );
+                    }
+                    Squat::Relay(real) => {
+                        let text = String::from_utf8_lossy(&bytes)
+                            .replace(&format!("127.0.0.1:{port}"), &format!("127.0.0.1:{real}"));
+                        if let Ok(mut up) = TcpStream::connect(("127.0.0.1", real)) {
+                            let _ = up.write_all(text.as_bytes());
+                            let mut answer = Vec::new();
+                            let _ = up.read_to_end(&mut answer);
+                            let _ = conn.write_all(&answer);
+                        }
+                    }
+                }
+            }
+        });
+        Squatter {
+            got,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops listening (the port is free again) and returns what it received.
+    fn finish(mut self) -> Vec<Vec<u8>> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.take().unwrap().join().unwrap();
+        std::mem::take(&mut *self.got.lock().unwrap())
+    }
+}
+
+/// One request's bytes: the head, then `Content-Length` bytes of body.
+fn read_one_request(conn: &mut TcpStream) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                return buf;
+            }
+        }
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return buf,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The server's port is not the state root's: after a crash (`server.json` left behind) or a
+/// clean stop on a fixed port, any process of the same uid (a confined chat is one) may bind
+/// it. `dispatcher chats list` and `dispatcher stop --port` against such a squatter (silent,
+/// answering with a made-up proof, or relaying to the real server on another port) fail
+/// with an error naming the address and the state root, and what it recorded holds neither
+/// the token nor anything the real server accepts. Controls: the same commands work against
+/// the real server; the token alone, without a proof, is refused.
+#[test]
+fn a_squatter_on_the_servers_port_gets_no_token_and_nothing_that_authenticates() {
+    let w = World::new();
+    w.workflows(&["w1"]);
+    w.chats(&["c1"]);
+    let root = w.root.display().to_string();
+    let mut recorded: Vec<Vec<u8>> = Vec::new();
+    let says_not_ours = |err: &str, port: u16, root: &str| {
+        for part in [
+            format!("127.0.0.1:{port}"),
+            "is not the server of the state root".to_string(),
+            root.to_string(),
+        ] {
+            assert!(err.contains(&part), "{err:?} does not say {part:?}");
+        }
+    };
+    let no_token = |got: &[Vec<u8>], token: &str| {
+        for bytes in got {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(
+                !text.contains(token),
+                "the token reached a squatter: {text}"
+            );
+        }
+    };
+
+    // The real server, on another port, for the controls and the relay.
+    let real = w.serve();
+    let real_port = real.port;
+    let listed = w.cli(&["chats", "list"]).success();
+    assert!(listed.contains("c1"), "{listed}");
+    real.kill();
+
+    // 1. A crash leaves server.json naming a port; a squatter takes it.
+    let crashed = w.serve();
+    let stale_port = crashed.port;
+    crashed.kill();
+    assert!(
+        w.root.join("server.json").exists(),
+        "a crash leaves server.json"
+    );
+    let real = w.serve_on(real_port, &[]);
+    // The restarted server rewrote server.json; put the stale one back.
+    std::fs::write(
+        w.root.join("server.json"),
+        json!({"pid": 1, "port": stale_port, "started_ms": 0}).to_string(),
+    )
+    .unwrap();
+    for how in [Squat::Silent, Squat::Fake, Squat::Relay(real_port)] {
+        let sq = Squatter::bind(stale_port, how);
+        let list = w.cli(&["chats", "list"]).failure();
+        let stop = w
+            .cli(&["stop", "--port", &stale_port.to_string()])
+            .failure();
+        let got = sq.finish();
+        assert!(
+            got.len() >= 2,
+            "{how:?}: the client did not connect ({got:?})"
+        );
+        no_token(&got, &w.token);
+        says_not_ours(&list, stale_port, &root);
+        says_not_ours(&stop, stale_port, &root);
+        if !matches!(how, Squat::Silent) {
+            // A made-up proof, or the real server's proof for its own port, is told apart.
+            assert!(list.contains("its proof is wrong"), "{how:?}: {list}");
+        }
+        recorded.extend(got);
+    }
+
+    // 2. A clean stop on a fixed port; a squatter takes the port.
+    // (The real server holds this state root's lock: the fixed port serves a second root.)
+    let fixed = free_port();
+    let w2 = World::new();
+    w2.workflows(&["w1"]);
+    let srv2 = w2.serve_on(fixed, &[]);
+    let out = w2.cli(&["stop", "--port", &fixed.to_string()]).success();
+    assert!(out.contains("stopped"), "{out}");
+    drop(srv2);
+    let root2 = w2.root.display().to_string();
+    for how in [Squat::Silent, Squat::Fake, Squat::Relay(real_port)] {
+        let sq = Squatter::bind(fixed, how);
+        let err = w2.cli(&["stop", "--port", &fixed.to_string()]).failure();
+        let got = sq.finish();
+        assert!(!got.is_empty(), "{how:?}: the client did not connect");
+        no_token(&got, &w2.token);
+        says_not_ours(&err, fixed, &root2);
+        recorded.extend(got);
+    }
+
+    // What the squatters recorded: no token, no proof, nothing the real server accepts.
+    let mut real = real;
+    let before = snapshot(&w.root);
+    for bytes in &recorded {
+        let text = String::from_utf8_lossy(bytes);
+        for secret in [&w.token, &w2.token] {
+            assert!(
+                !text.contains(secret.as_str()),
+                "the token reached a squatter: {text}"
+            );
+        }
+        assert!(
+            !text.to_ascii_lowercase().contains("authorization"),
+            "a proof reached a squatter: {text}"
+        );
+        assert!(text.starts_with("POST /v1/hello "), "{text}");
+        // Replayed against the real server (its Host made right): the handshake's first step
+        // only, which authenticates nothing; the same bytes sent to any other route are refused.
+        let replay = text
+            .replace(
+                &format!("127.0.0.1:{stale_port}"),
+                &format!("127.0.0.1:{real_port}"),
+            )
+            .replace(
+                &format!("127.0.0.1:{fixed}"),
+                &format!("127.0.0.1:{real_port}"),
+            );
+        let (s, v) = raw(real_port, replay.as_bytes());
+        assert!(s == 200 && v.get("server_proof").is_some(), "{s} {v}");
+        for route in ["/v1/shutdown", "/v1/chats/launch", "/v1/chats/c1/stop"] {
+            let (s, v) = raw(real_port, replay.replacen("/v1/hello", route, 1).as_bytes());
+            assert_eq!(s, 401, "{route}: {v}");
+        }
+    }
+    assert!(real.alive(), "a replay stopped the real server");
+    assert_eq!(snapshot(&w.root), before, "a replay changed the state root");
+
+    // Control: the token alone, as a bearer token, is refused by the real server.
+    for scheme in ["Bearer", auth::SCHEME] {
+        let h = format!("{scheme} {}", w.token);
+        let (s, v) = http(real_port, "GET", "/v1/chats", &[("Authorization", &h)], b"");
+        assert_eq!(s, 401, "{scheme}: {v}");
+        let (s, v) = http(
+            real_port,
+            "POST",
+            "/v1/shutdown",
+            &[("Authorization", &h)],
+            b"",
+        );
+        assert_eq!(s, 401, "{scheme}: {v}");
+    }
+    // Control: against the real server the same commands work.
+    std::fs::write(
+        w.root.join("server.json"),
+        json!({"pid": real.pid(), "port": real_port, "started_ms": 0}).to_string(),
+    )
+    .unwrap();
+    let listed = w.cli(&["chats", "list"]).success();
+    assert!(listed.contains("c1"), "{listed}");
+    let out = w.cli(&["stop", "--port", &real_port.to_string()]).success();
+    assert!(out.contains(&format!("pid {}", real.pid())), "{out}");
 }
 
 // ---- chats ---------------------------------------------------------------------------------
@@ -1107,13 +1518,17 @@ fn two_servers_side_by_side_see_only_their_own_chats_and_stop_only_themselves() 
         sb.port,
         "GET",
         "/v1/chats",
-        &[("Authorization", &format!("Bearer {}", a.token))],
+        &[(
+            "Authorization",
+            &forged_proof(sb.port, &a.token, "GET", "/v1/chats", b""),
+        )],
         b"",
     );
     assert_eq!(s, 401);
-    // `stop --port` with the other state root's token stops nothing.
+    // `stop --port` with the other state root stops nothing: that server cannot prove it
+    // holds this state root's token.
     let err = b.cli(&["stop", "--port", &sa.port.to_string()]).failure();
-    assert!(err.contains("refused this state root's token"), "{err}");
+    assert!(err.contains("is not the server of the state root"), "{err}");
     assert!(sa.alive() && sb.alive());
     // With its own state root it stops that server only; its chat keeps running.
     let out = a.cli(&["stop", "--port", &sa.port.to_string()]).success();
@@ -1241,8 +1656,14 @@ fn a_server_killed_at_each_step_of_a_launch_rolls_back_or_adopts_on_restart() {
             let hb = w.base().join(format!("hb-{chat}"));
             let srv = w.serve_with(&[(dispatcher::server::CRASH_AT_ENV, step)]);
             let (s, _) = {
-                let auth = format!("Bearer {}", w.token);
                 let body = hold_body(&chat, &hb, sup).to_string();
+                let auth = proof(
+                    srv.port,
+                    &w.token,
+                    "POST",
+                    "/v1/chats/launch",
+                    body.as_bytes(),
+                );
                 let mut stream = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
                 let req = format!(
                     "POST /v1/chats/launch HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -1442,9 +1863,10 @@ fn sigkill_during_launches_and_bridge_calls_loses_no_recorded_event() {
                 // Launch, stop, launch again… until the server dies: the kill lands inside a
                 // launch or a stop. No answer is a possible outcome.
                 let send = |path: &str, body: &str| -> Option<String> {
+                    let auth = try_proof(port, &token, "POST", path, body.as_bytes())?;
                     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
                     let req = format!(
-                        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
                         body.len()
                     );
                     s.write_all(req.as_bytes()).ok()?;
@@ -1564,7 +1986,8 @@ fn load_concurrent_launches_and_bridge_calls() {
                 .to_string();
             std::thread::spawn(move || {
                 let t = Instant::now();
-                let r = http(port, "POST", "/v1/chats/launch", &[("Authorization", &format!("Bearer {token}")), ("Content-Type", "application/json")], body.as_bytes());
+                let auth = proof(port, &token, "POST", "/v1/chats/launch", body.as_bytes());
+                let r = http(port, "POST", "/v1/chats/launch", &[("Authorization", &auth), ("Content-Type", "application/json")], body.as_bytes());
                 (r, t.elapsed())
             })
         })

@@ -9,6 +9,12 @@
 //!   to be the very file the `stat` saw.
 //! - Entries inside an opened folder by a single name (`*at` calls), never following a
 //!   symlink at the last component.
+//! - One resolution, [`resolve`], for every path the tools are given (Linux): `openat2` with
+//!   `RESOLVE_NO_MAGICLINKS`, so a lookup never jumps through `/proc/<pid>/root`, `…/cwd` or
+//!   `…/fd/N` into another process's mount namespace (a same-user container or bwrap shows
+//!   other files at the same paths; the decision must be on the file as the dispatcher sees
+//!   it). Whatever is opened on procfs (`fstatfs`) or whose real path lies under `/proc` is
+//!   refused too: process and kernel state is never the bridge's to hand out.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
@@ -79,6 +85,114 @@ fn open_raw(path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: `c` is a valid C string; the returned descriptor is owned by nobody else.
     let fd = check(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) })?;
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Why a path is refused while it is being resolved, before any policy decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error(
+        "it resolves only through a /proc magic link (another process's root, cwd or open file, \
+         which may show another mount namespace's files), or it is a symlink loop; the bridge \
+         resolves paths in its own mount namespace only"
+    )]
+    MagicLink,
+    #[error("it is on /proc (process and kernel state), which the bridge never opens")]
+    Proc,
+}
+
+/// A path that could not be resolved: refused outright, or an ordinary error.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// A path resolved by [`resolve`]: the object held, and its real path as the dispatcher sees
+/// it (what every decision is made on).
+#[derive(Debug)]
+pub struct Resolved {
+    pub fd: OwnedFd,
+    pub real: PathBuf,
+}
+
+/// The one resolution every bridge file tool goes through: opens `path` (symlinks followed,
+/// magic links never), then refuses what lies on procfs, by the filesystem of the object held
+/// and by its real path.
+#[cfg(target_os = "linux")]
+pub fn resolve(path: &Path, flags: libc::c_int) -> Result<Resolved, OpenError> {
+    let c = cstr(path.as_os_str().as_bytes())?;
+    // SAFETY: `open_how` is plain integers; all-zero is its documented default.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: `c` is NUL-terminated and `how` lives across the call with its true size.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if ret < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            // What RESOLVE_NO_MAGICLINKS answers for a magic link (and a loop answers too).
+            Some(libc::ELOOP) => Refused::MagicLink.into(),
+            // No openat2 (Linux < 5.6): fail closed rather than resolve without it.
+            Some(libc::ENOSYS) => io::Error::other(
+                "openat2 is not available (Linux 5.6 or later is needed); the bridge does not \
+                 resolve paths without it",
+            )
+            .into(),
+            _ => e.into(),
+        });
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(ret as libc::c_int) };
+    if on_procfs(fd.as_fd())? {
+        return Err(Refused::Proc.into());
+    }
+    let real = real_path(fd.as_fd())?;
+    if real.starts_with("/proc") {
+        return Err(Refused::Proc.into());
+    }
+    Ok(Resolved { fd, real })
+}
+
+/// macOS has no procfs and no magic links: a plain `open` names the object in the one view.
+#[cfg(target_os = "macos")]
+pub fn resolve(path: &Path, flags: libc::c_int) -> Result<Resolved, OpenError> {
+    let fd = open_raw(path, flags)?;
+    let real = real_path(fd.as_fd())?;
+    Ok(Resolved { fd, real })
+}
+
+/// Where `path` resolves, by [`resolve`] and without reading anything: Linux opens it
+/// `O_PATH`; macOS, which has no `O_PATH`, asks `realpath` (nothing is opened).
+#[cfg(target_os = "linux")]
+pub fn real_of(path: &Path) -> Result<PathBuf, OpenError> {
+    resolve(path, libc::O_PATH).map(|r| r.real)
+}
+
+#[cfg(target_os = "macos")]
+pub fn real_of(path: &Path) -> Result<PathBuf, OpenError> {
+    Ok(std::fs::canonicalize(path)?)
+}
+
+#[cfg(target_os = "linux")]
+fn on_procfs(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: fstatfs fills `st` on success.
+    check(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: initialised by the successful fstatfs above.
+    let st = unsafe { st.assume_init() };
+    // `f_type`'s integer type differs by architecture.
+    #[allow(clippy::unnecessary_cast)]
+    Ok(st.f_type as i64 == libc::PROC_SUPER_MAGIC as i64)
 }
 
 fn openat_raw(
@@ -163,34 +277,30 @@ pub struct Looked {
 impl Looked {
     /// Linux: `O_PATH`, so looking up a device or FIFO opens nothing.
     #[cfg(target_os = "linux")]
-    pub fn lookup(path: &Path) -> io::Result<Looked> {
-        let fd = open_raw(path, libc::O_PATH)?;
+    pub fn lookup(path: &Path) -> Result<Looked, OpenError> {
+        let Resolved { fd, real } = resolve(path, libc::O_PATH)?;
         let meta = meta_fd(fd.as_fd())?;
-        let real = real_path(fd.as_fd())?;
         Ok(Looked { fd, real, meta })
     }
 
     /// macOS: only a regular file or a folder is opened (read-only, which has no side
     /// effects for them); the descriptor must be the file the `stat` saw.
     #[cfg(target_os = "macos")]
-    pub fn lookup(path: &Path) -> io::Result<Looked> {
+    pub fn lookup(path: &Path) -> Result<Looked, OpenError> {
         let before = std::fs::metadata(path)?;
         let flags = if before.is_dir() {
             libc::O_RDONLY | libc::O_DIRECTORY
         } else if before.is_file() {
             libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY
         } else {
-            return Err(io::Error::other("not a regular file or a folder"));
+            return Err(io::Error::other("not a regular file or a folder").into());
         };
-        let fd = open_raw(path, flags)?;
+        let Resolved { fd, real } = resolve(path, flags)?;
         let meta = meta_fd(fd.as_fd())?;
         use std::os::unix::fs::MetadataExt;
         if meta.dev != before.dev() || meta.ino != before.ino() {
-            return Err(io::Error::other(
-                "the path changed while it was being opened",
-            ));
+            return Err(io::Error::other("the path changed while it was being opened").into());
         }
-        let real = real_path(fd.as_fd())?;
         Ok(Looked { fd, real, meta })
     }
 
@@ -247,9 +357,9 @@ impl Looked {
     }
 }
 
-/// Opens a folder by path (symlinks followed) to work inside it by name.
-pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
-    open_raw(path, libc::O_RDONLY | libc::O_DIRECTORY)
+/// Opens a folder by path (symlinks followed, through [`resolve`]) to work inside it by name.
+pub fn open_dir(path: &Path) -> Result<Resolved, OpenError> {
+    resolve(path, libc::O_RDONLY | libc::O_DIRECTORY)
 }
 
 /// Opens the existing entry `name` of `dir` for writing, never through a symlink (`ELOOP`),
@@ -387,7 +497,7 @@ mod tests {
         let root = std::fs::canonicalize(d.path()).unwrap();
         std::fs::write(root.join("target"), "keep").unwrap();
         std::os::unix::fs::symlink(root.join("target"), root.join("link")).unwrap();
-        let dir = open_dir(&root).unwrap();
+        let dir = open_dir(&root).unwrap().fd;
         let e = open_write_at(dir.as_fd(), OsStr::new("link")).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
         let e = create_at(dir.as_fd(), OsStr::new("link")).unwrap_err();
@@ -416,7 +526,7 @@ mod tests {
         for i in 0..5 {
             std::fs::write(d.path().join(format!("f{i}")), "").unwrap();
         }
-        let dir = open_dir(d.path()).unwrap();
+        let dir = open_dir(d.path()).unwrap().fd;
         let (names, more) = dir_names(dir.as_fd(), 3).unwrap();
         assert_eq!(names.len(), 3);
         assert!(more);

@@ -8,6 +8,11 @@
 //! follows a symlink at the last component. When a path cannot be opened, the refusal is
 //! decided first on where it would resolve, so an error message never tells the caller
 //! whether something exists inside a folder it may not see.
+//!
+//! Every path goes through one resolution ([`fsx::resolve`]): no `/proc` magic links (so
+//! never into another process's mount namespace) and nothing on `/proc`; such a path is
+//! refused before any policy decision, and the decision is always on the real path of the
+//! object the dispatcher itself holds.
 
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -474,15 +479,18 @@ fn checked_path(raw: &str) -> Result<PathBuf, Stop> {
     Ok(path.to_path_buf())
 }
 
-/// Where `path` would resolve: the longest prefix that resolves, through symlinks, plus the
-/// rest as written. Used only to decide on a path that could not be opened, so that a refusal
-/// is said before any "not found".
-fn resolve_prefix(path: &Path) -> PathBuf {
+/// Where `path` would resolve: the longest prefix that resolves (through [`fsx::resolve`],
+/// so a prefix through a magic link or on /proc is refused, never followed), plus the rest as
+/// written. Used only to decide on a path that could not be opened, so that a refusal is said
+/// before any "not found".
+fn resolve_prefix(path: &Path) -> Result<PathBuf, fsx::Refused> {
     let mut rest: Vec<&OsStr> = Vec::new();
     let mut cur = path;
     loop {
-        if let Ok(real) = std::fs::canonicalize(cur) {
-            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        match fsx::real_of(cur) {
+            Ok(real) => return Ok(rest.iter().rev().fold(real, |p, part| p.join(part))),
+            Err(fsx::OpenError::Refused(r)) => return Err(r),
+            Err(fsx::OpenError::Io(_)) => {}
         }
         match (cur.file_name(), cur.parent()) {
             (Some(name), Some(parent)) => {
@@ -490,7 +498,7 @@ fn resolve_prefix(path: &Path) -> PathBuf {
                 cur = parent;
             }
             // Only "/" has neither, and it always resolves; fall back to the path as written.
-            _ => return path.to_path_buf(),
+            _ => return Ok(path.to_path_buf()),
         }
     }
 }
@@ -538,23 +546,41 @@ impl Call {
         Ok(d.reason.to_string())
     }
 
-    /// A path that could not be opened: refuse if where it leads is refused, else say why.
-    /// `opened` is what failed to open: the path itself, or its folder for a write.
+    /// A path that could not be opened: refused at resolution, or refused if where it leads
+    /// is refused, else say why. `opened` is what failed to open: the path itself, or its
+    /// folder for a write.
     fn open_failed(
         &mut self,
         policy: &Policies<'_>,
         op: Op,
         requested: &Path,
         opened: &Path,
-        e: &io::Error,
+        e: fsx::OpenError,
     ) -> Stop {
-        let resolved = resolve_prefix(requested);
+        let e = match e {
+            fsx::OpenError::Refused(r) => return refused(op, requested, r),
+            fsx::OpenError::Io(e) => e,
+        };
+        let resolved = match resolve_prefix(requested) {
+            Ok(p) => p,
+            Err(r) => return refused(op, requested, r),
+        };
         match self.decide(policy, op, requested, &resolved) {
             Err(refusal) => refusal,
-            Ok(_) => fail(format!("cannot open {}: {}", opened.display(), describe(e))),
+            Ok(_) => fail(format!(
+                "cannot open {}: {}",
+                opened.display(),
+                describe(&e)
+            )),
         }
     }
 }
+
+fn refused(op: Op, requested: &Path, r: fsx::Refused) -> Stop {
+    deny(format!("{op} of {}: {r}", requested.display()))
+}
+
+impl Call {}
 
 fn describe(e: &io::Error) -> String {
     match e.kind() {
@@ -583,7 +609,7 @@ impl Call {
             return Err(fail(format!("length must be between 1 and {MAX_READ}")));
         }
         let looked = Looked::lookup(&path)
-            .map_err(|e| self.open_failed(policy, Op::Read, &path, &path, &e))?;
+            .map_err(|e| self.open_failed(policy, Op::Read, &path, &path, e))?;
         let reason = self.decide(policy, Op::Read, &path, &looked.real)?;
         let meta = looked.meta;
         match meta.kind {
@@ -687,9 +713,10 @@ impl Call {
             )));
         }
         let op = if create { Op::Create } else { Op::Write };
-        let dir =
-            fsx::open_dir(parent).map_err(|e| self.open_failed(policy, op, &path, parent, &e))?;
-        let real_parent = fsx::real_path(dir.as_fd()).map_err(|e| fail(e.to_string()))?;
+        let fsx::Resolved {
+            fd: dir,
+            real: real_parent,
+        } = fsx::open_dir(parent).map_err(|e| self.open_failed(policy, op, &path, parent, e))?;
         let real = real_parent.join(name);
         let mut reason = self.decide(policy, Op::Write, &path, &real)?;
         let mut created = false;
@@ -777,7 +804,7 @@ impl Call {
         self.set_target(raw);
         let path = checked_path(raw)?;
         let looked = Looked::lookup(&path)
-            .map_err(|e| self.open_failed(policy, Op::List, &path, &path, &e))?;
+            .map_err(|e| self.open_failed(policy, Op::List, &path, &path, e))?;
         let reason = self.decide(policy, Op::List, &path, &looked.real)?;
         if looked.meta.kind != Kind::Dir {
             return Err(fail(format!("{} is not a folder", path.display())));
@@ -1123,13 +1150,24 @@ mod tests {
         std::os::unix::fs::symlink(&real, real.join("link")).unwrap();
         assert_eq!(
             resolve_prefix(&real.join("link/no/such")),
-            real.join("no/such")
+            Ok(real.join("no/such"))
         );
         std::fs::write(real.join("file"), "").unwrap();
         // Through a file (ENOTDIR), still resolved as far as it goes.
         assert_eq!(
             resolve_prefix(&real.join("link/file/x")),
-            real.join("file/x")
+            Ok(real.join("file/x"))
+        );
+        // Never through a magic link, never onto /proc, even for a path that does not exist.
+        #[cfg(target_os = "linux")]
+        assert_eq!(
+            resolve_prefix(Path::new("/proc/self/no/such")),
+            Err(fsx::Refused::Proc)
+        );
+        #[cfg(target_os = "linux")]
+        assert_eq!(
+            resolve_prefix(Path::new("/proc/self/root/no/such")),
+            Err(fsx::Refused::MagicLink)
         );
     }
 }

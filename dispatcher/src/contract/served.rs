@@ -813,10 +813,21 @@ fn server_and_harness(
         "bridge-served",
         bridge_served(&runtime.join(crate::bridge::SOCKET_NAME)),
     );
+    let confined = cli_confined(&r.layout.state, &r.layout.chat, server.pid);
+    let cli_pid = confined.as_ref().ok().map(|(_, pid)| *pid);
+    check(checks, "cli-confined", confined.map(|(d, _)| d));
     check(
         checks,
-        "cli-confined",
-        cli_confined(&r.layout.state, &r.layout.chat, server.pid),
+        "bridge-own-namespace",
+        match cli_pid {
+            Some(pid) => bridge_own_namespace(
+                &runtime.join(crate::bridge::SOCKET_NAME),
+                pid,
+                &r.layout.state.config_json(),
+                &runtime,
+            ),
+            None => Err("no confined CLI process to look through".into()),
+        },
     );
 
     // Part 2: the harness inside the server's own wrapper.
@@ -911,26 +922,17 @@ fn policy_identical(
 /// shim inside the sandbox does).
 fn bridge_served(socket: &Path) -> Result<String, String> {
     use std::os::unix::fs::FileTypeExt;
-    use std::os::unix::net::UnixStream;
     let m = fs::symlink_metadata(socket).map_err(|e| format!("{}: {e}", socket.display()))?;
     if !m.file_type().is_socket() {
         return Err(format!("{} is not a socket", socket.display()));
     }
-    let mut s = UnixStream::connect(socket)
-        .map_err(|e| format!("connecting to {}: {e}", socket.display()))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
-    s.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{}}\n")
-        .map_err(|e| format!("writing to {}: {e}", socket.display()))?;
-    let mut line = String::new();
-    BufReader::new(&mut s)
-        .read_line(&mut line)
-        .map_err(|e| format!("reading from {}: {e}", socket.display()))?;
-    let v: Value =
-        serde_json::from_str(line.trim()).map_err(|e| format!("its answer is not JSON: {e}"))?;
+    let v = bridge_request(
+        socket,
+        &json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}),
+    )?;
     let tools = v["result"]["tools"].as_array().map(Vec::len).unwrap_or(0);
     if tools == 0 {
-        return Err(format!("tools/list answered {}", tail(line.trim(), 300)));
+        return Err(format!("tools/list answered {}", tail(&v.to_string(), 300)));
     }
     Ok(format!(
         "{} answers tools/list with {tools} tools",
@@ -938,14 +940,94 @@ fn bridge_served(socket: &Path) -> Result<String, String> {
     ))
 }
 
+/// One request on the chat's bridge socket, one answer.
+fn bridge_request(socket: &Path, request: &Value) -> Result<Value, String> {
+    use std::os::unix::net::UnixStream;
+    let mut s = UnixStream::connect(socket)
+        .map_err(|e| format!("connecting to {}: {e}", socket.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let mut line = request.to_string();
+    line.push('\n');
+    s.write_all(line.as_bytes())
+        .map_err(|e| format!("writing to {}: {e}", socket.display()))?;
+    let mut line = String::new();
+    BufReader::new(&mut s)
+        .read_line(&mut line)
+        .map_err(|e| format!("reading from {}: {e}", socket.display()))?;
+    serde_json::from_str(line.trim()).map_err(|e| format!("its answer is not JSON: {e}"))
+}
+
+/// The chat's bridge never resolves through the confined CLI's mount namespace (its
+/// `/proc/<pid>/root` and `cwd`) or `/proc/self/root`: read and list there are refused (as
+/// magic links, or as /proc), while the same folder by its plain path is listed (the control).
+fn bridge_own_namespace(
+    socket: &Path,
+    cli_pid: i32,
+    config_json: &Path,
+    runtime: &Path,
+) -> Result<String, String> {
+    let call = |tool: &str, path: &Path| {
+        bridge_request(
+            socket,
+            &json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+                    "params":{"name": tool, "arguments": {"path": path}}}),
+        )
+        .map(|v| {
+            let text = v["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            (v["result"]["isError"].as_bool(), text)
+        })
+    };
+    let (ok, text) = call("list_dir", runtime)?;
+    if ok != Some(false) {
+        return Err(format!(
+            "control: list_dir {} was not answered: {}",
+            runtime.display(),
+            tail(&text, 300)
+        ));
+    }
+    let inside = |p: &Path| p.strip_prefix("/").unwrap_or(p).to_path_buf();
+    let other_root = PathBuf::from(format!("/proc/{cli_pid}/root"));
+    let cases = [
+        ("read_file", other_root.join(inside(config_json))),
+        ("list_dir", other_root.join(inside(runtime))),
+        ("list_dir", PathBuf::from(format!("/proc/{cli_pid}/cwd"))),
+        (
+            "list_dir",
+            Path::new("/proc/self/root").join(inside(runtime)),
+        ),
+    ];
+    for (tool, path) in &cases {
+        let (error, text) = call(tool, path)?;
+        // A magic link is refused as one; where the kernel denies looking at the CLI's
+        // process at all, the lookup stops on /proc, refused as such.
+        let why = text.contains("magic link") || text.contains("on /proc");
+        if error != Some(true) || !text.starts_with("refused: ") || !why {
+            return Err(format!(
+                "{tool} {} was not refused as a magic link or /proc: {}",
+                path.display(),
+                tail(&text, 300)
+            ));
+        }
+    }
+    Ok(format!(
+        "{} is listed by its path; read and list through /proc/{cli_pid}/root, /proc/{cli_pid}/cwd \
+         and /proc/self/root are refused",
+        runtime.display()
+    ))
+}
+
 /// The CLI's own process (a descendant of the tmux pane's `sandboxer exec` that is not
 /// `sandboxer` itself) runs in a mount namespace other than the server's; none runs in the
-/// server's.
+/// server's. With the CLI's pid.
 fn cli_confined(
     state: &StateRoot,
     chat: &crate::ids::ChatId,
     server_pid: u32,
-) -> Result<String, String> {
+) -> Result<(String, i32), String> {
     let panes = tmux::list(&tmux::socket(state)).map_err(|e| format!("{e:#}"))?;
     let pane = panes.get(&tmux::session_name(chat)).ok_or_else(|| {
         format!(
@@ -987,12 +1069,15 @@ fn cli_confined(
             ));
         }
         if let Some((pid, exe, Some(n))) = found.first() {
-            return Ok(format!(
-                "pid {pid} ({}) under sandboxer exec (pid {}) runs in mount namespace {}, the server in {}",
-                exe.display(),
-                pane.pid,
-                n.display(),
-                server_ns.display()
+            return Ok((
+                format!(
+                    "pid {pid} ({}) under sandboxer exec (pid {}) runs in mount namespace {}, the server in {}",
+                    exe.display(),
+                    pane.pid,
+                    n.display(),
+                    server_ns.display()
+                ),
+                *pid,
             ));
         }
         if Instant::now() > deadline {

@@ -1,6 +1,7 @@
 //! The API: routes, authentication, JSON in and out. Every request is checked in this order,
-//! and refused at the first failure with nothing done: a loopback `Host`, the token, a known
-//! route and method, a well-formed body.
+//! and refused at the first failure with nothing done: a loopback `Host`, the handshake route
+//! (`POST /v1/hello`, the only one without a proof), the proof of the token (`auth.rs`), a
+//! known route and method, a well-formed body.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +27,7 @@ pub enum After {
 
 pub struct Api {
     pub sup: Arc<Supervisor>,
-    pub token: String,
+    pub handshakes: auth::Handshakes,
     pub port: u16,
 }
 
@@ -35,6 +36,12 @@ pub struct Api {
 struct StopBody {
     #[serde(default)]
     grace_seconds: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HelloBody {
+    client_nonce: String,
 }
 
 #[derive(Deserialize)]
@@ -63,14 +70,16 @@ impl Api {
                 After::Continue,
             );
         }
-        if !auth::authorized(req, &self.token) {
+        if req.path == auth::HELLO_PATH {
+            return match method_is(req, "POST") {
+                Ok(()) => (self.hello(req), After::Continue),
+                Err(r) => (r, After::Continue),
+            };
+        }
+        if let Err(why) = self.handshakes.check(req) {
             return (
-                Response::error(
-                    401,
-                    "unauthorized",
-                    "missing or wrong server token (Authorization: Bearer <config.json's server_token>)",
-                )
-                .with_header("WWW-Authenticate", "Bearer"),
+                Response::error(401, "unauthorized", why.to_string())
+                    .with_header("WWW-Authenticate", auth::SCHEME),
                 After::Continue,
             );
         }
@@ -153,6 +162,32 @@ impl Api {
         }
     }
 
+    /// Step 1 of the handshake: proves this server holds the token, reveals nothing else.
+    fn hello(&self, req: &Request) -> Response {
+        let b = match body::<HelloBody>(req, false) {
+            Ok(Some(b)) => b,
+            Ok(None) => unreachable!("a required body is present"),
+            Err(r) => return r,
+        };
+        if !auth::is_nonce(&b.client_nonce) {
+            return Response::error(
+                400,
+                "bad_request",
+                format!(
+                    "client_nonce must be {} lower-case hex digits",
+                    2 * auth::NONCE_BYTES
+                ),
+            );
+        }
+        match self.handshakes.hello(&b.client_nonce) {
+            Ok((server_nonce, proof)) => Response::json(
+                200,
+                json!({ "server_nonce": server_nonce, "server_proof": proof }),
+            ),
+            Err(e) => Response::error(500, "internal", format!("no random nonce: {e}")),
+        }
+    }
+
     fn chat_view(&self, chat: &str) -> Result<Value, ApiError> {
         let chat = parse_chat(chat)?;
         self.sup.view(&chat)
@@ -220,6 +255,18 @@ impl Api {
         })();
         self.result(200, r)
     }
+}
+
+fn method_is(req: &Request, method: &'static str) -> Result<(), Response> {
+    if req.method == method {
+        return Ok(());
+    }
+    Err(Response::error(
+        405,
+        "method_not_allowed",
+        format!("{} allows {method}", req.path),
+    )
+    .with_header("Allow", method))
 }
 
 fn parse_chat(word: &str) -> Result<ChatId, ApiError> {

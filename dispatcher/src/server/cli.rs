@@ -115,8 +115,9 @@ pub fn serve(state: StateRoot, profiles_dir: Option<PathBuf>, args: ServeArgs) -
     Ok(ExitCode::SUCCESS)
 }
 
-/// `dispatcher stop --port N`: asks the server on that port, with this state root's token, to
-/// shut down, and waits for its process to end. Never signals anything by name.
+/// `dispatcher stop --port N`: asks the server on that port, once it has proved that it holds
+/// this state root's token, to shut down, and waits for its process to end. Never signals
+/// anything by name.
 pub fn stop(state: &StateRoot, args: StopArgs) -> Result<ExitCode> {
     let client = Client::for_port(state, args.port)?;
     let reply = client.call(
@@ -126,7 +127,7 @@ pub fn stop(state: &StateRoot, args: StopArgs) -> Result<ExitCode> {
     )?;
     if reply.status == 401 {
         bail!(
-            "the server on 127.0.0.1:{} refused this state root's token: it is not {}'s server; nothing was stopped",
+            "the server on 127.0.0.1:{} refused this state root's proof: it is not {}'s server; nothing was stopped",
             args.port,
             state.path().display()
         );

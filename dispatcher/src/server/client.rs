@@ -1,16 +1,19 @@
 //! The client side (`dispatcher chats …`, `dispatcher stop`): state root → `server.json` →
 //! port, `config.json` → token, then plain HTTP to 127.0.0.1 with `ureq`.
 //!
-//! The token is sent only to 127.0.0.1, never through a proxy, never along a redirect, and —
-//! on Linux — only when the socket listening on that port belongs to this user (a stale
-//! `server.json` must not hand the token to whoever took the port since).
+//! The token never crosses the connection. Each call first asks the listener to prove that it
+//! holds the token (`auth.rs`, step 1) and sends the request, with a MAC bound to it, only to
+//! a listener that did; anything else is "not this state root's server". That matters because
+//! the port is not the state root's: after a crash (a stale `server.json`) or a clean stop on
+//! a fixed port, any process of this user, a confined chat included, may have bound it. No
+//! proxy, no redirect; on Linux a listener of another uid is not even asked.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::ServerFile;
+use super::{ServerFile, auth};
 use crate::state::StateRoot;
 
 /// A call waits at most this long (a launch queued behind others included).
@@ -19,6 +22,8 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Client {
     port: u16,
     token: String,
+    /// The state root, for messages.
+    root: std::path::PathBuf,
     agent: ureq::Agent,
 }
 
@@ -55,7 +60,8 @@ impl Client {
         })
     }
 
-    /// Whatever listens on 127.0.0.1:`port`, with this state root's token.
+    /// The listener on 127.0.0.1:`port`, for this state root: each call first has it prove
+    /// that it holds this state root's token.
     pub fn for_port(state: &StateRoot, port: u16) -> Result<Client> {
         if port == 0 {
             bail!("port 0 is not a server's port");
@@ -70,6 +76,7 @@ impl Client {
         Ok(Client {
             port,
             token: state.config().server_token.clone(),
+            root: state.path().to_path_buf(),
             agent: config.into(),
         })
     }
@@ -78,33 +85,94 @@ impl Client {
         self.port
     }
 
-    /// One call: `body` is sent as JSON when given.
+    /// One call: `body` is sent as JSON when given. The listener must first prove that it is
+    /// this state root's server; the request then carries a proof bound to it.
     pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply> {
+        let body = body.map(serde_json::to_vec).transpose()?;
+        let (client_nonce, server_nonce) = self.handshake()?;
+        let authorization = auth::authorization(
+            &self.token,
+            &client_nonce,
+            &server_nonce,
+            &auth::Binding {
+                port: self.port,
+                method,
+                target: path,
+                body: body.as_deref().unwrap_or_default(),
+            },
+        );
+        self.send(method, path, body.as_deref(), Some(&authorization))
+    }
+
+    /// Step 1: a fresh client nonce; the listener must answer with the proof for it.
+    fn handshake(&self) -> Result<(String, String)> {
+        let client_nonce = auth::new_nonce().context("cannot read /dev/urandom")?;
+        let hello = serde_json::to_vec(&serde_json::json!({ "client_nonce": client_nonce }))?;
+        let not_ours = |what: String| {
+            anyhow::anyhow!(
+                "the listener on 127.0.0.1:{} is not the server of the state root {}: it did not \
+                 prove that it holds this state root's token ({what}); nothing that authenticates \
+                 was sent to it. server.json may be stale, or another program took the port; \
+                 start this state root's server with `dispatcher serve`",
+                self.port,
+                self.root.display()
+            )
+        };
+        let reply = self
+            .send("POST", auth::HELLO_PATH, Some(&hello), None)
+            .map_err(|e| not_ours(format!("{e:#}")))?;
+        if reply.status != 200 {
+            return Err(not_ours(format!("it answered {}", reply.status)));
+        }
+        let (Some(server_nonce), Some(proof)) = (
+            reply.body["server_nonce"].as_str(),
+            reply.body["server_proof"].as_str(),
+        ) else {
+            return Err(not_ours("it answered without a proof".into()));
+        };
+        if !auth::is_nonce(server_nonce)
+            || !auth::proof_ok(&self.token, &client_nonce, server_nonce, self.port, proof)
+        {
+            return Err(not_ours("its proof is wrong".into()));
+        }
+        Ok((client_nonce, server_nonce.to_string()))
+    }
+
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        authorization: Option<&str>,
+    ) -> Result<Reply> {
         let url = format!("http://127.0.0.1:{}{path}", self.port);
-        let auth = format!("Bearer {}", self.token);
         let unreachable = |e: ureq::Error| {
             anyhow::anyhow!("cannot reach the server on 127.0.0.1:{}: {e}", self.port)
         };
         let mut resp = match (method, body) {
-            ("GET", None) => self
-                .agent
-                .get(&url)
-                .header("Authorization", &auth)
-                .call()
-                .map_err(unreachable)?,
-            ("POST", None) => self
-                .agent
-                .post(&url)
-                .header("Authorization", &auth)
-                .send_empty()
-                .map_err(unreachable)?,
-            ("POST", Some(b)) => self
-                .agent
-                .post(&url)
-                .header("Authorization", &auth)
-                .content_type("application/json")
-                .send(serde_json::to_vec(b)?.as_slice())
-                .map_err(unreachable)?,
+            ("GET", None) => {
+                let mut r = self.agent.get(&url);
+                if let Some(a) = authorization {
+                    r = r.header("Authorization", a);
+                }
+                r.call().map_err(unreachable)?
+            }
+            ("POST", None) => {
+                let mut r = self.agent.post(&url);
+                if let Some(a) = authorization {
+                    r = r.header("Authorization", a);
+                }
+                r.send_empty().map_err(unreachable)?
+            }
+            ("POST", Some(b)) => {
+                let mut r = self.agent.post(&url);
+                if let Some(a) = authorization {
+                    r = r.header("Authorization", a);
+                }
+                r.content_type("application/json")
+                    .send(b)
+                    .map_err(unreachable)?
+            }
             _ => bail!("unsupported call {method} {path}"),
         };
         let status = resp.status().as_u16();

@@ -1,7 +1,8 @@
 //! `dispatcher serve`: the long-running dispatcher. It launches chats (structured or in tmux),
 //! serves each chat's bridge for as long as the chat runs, records everything in the chats'
-//! event logs, and answers a small JSON API on 127.0.0.1, authenticated with the state root's
-//! server token. `docs/server.md` is the full description.
+//! event logs, and answers a small JSON API on 127.0.0.1, authenticated by a proof of the state
+//! root's server token that never sends the token (`auth.rs`). `docs/server.md` is the full
+//! description.
 //!
 //! ```text
 //! <state-root>/server.json                       port and pid of the running server (0600)
@@ -17,7 +18,7 @@
 //! in the one process that runs unconfined; what is here is small enough to read whole.
 
 mod api;
-mod auth;
+pub mod auth;
 pub mod cli;
 pub mod client;
 mod http;
@@ -152,7 +153,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(&ServerFile)) -> Result<()> {
     };
     let api = Arc::new(api::Api {
         sup: sup.clone(),
-        token: state.config().server_token.clone(),
+        handshakes: auth::Handshakes::new(state.config().server_token.clone(), port),
         port,
     });
     let shutdown: Arc<Mutex<Option<bool>>> = Arc::new(Mutex::new(None));
