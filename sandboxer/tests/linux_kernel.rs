@@ -56,7 +56,14 @@ macro_rules! kernel {
     )*};
 }
 
-kernel!(kernel_knobs, sysv_ipc, keyrings, dev_shm, cgroup_tree);
+kernel!(
+    kernel_knobs,
+    sysv_ipc,
+    keyrings,
+    dev_shm,
+    cgroup_tree,
+    devices
+);
 
 // ---- the fixture -------------------------------------------------------------------------------
 
@@ -401,6 +408,50 @@ fn dev_shm(fx: &Fx) {
     } else {
         assert_eq!(inside, ["ENOENT"], "/dev/shm is the sandbox's own");
     }
+}
+
+/// The sandbox's own `/dev` (enforce/devices.rs): the host's disks (which root opens by file
+/// mode alone, and which hold every protected file beneath the masks) and kernel log are not
+/// there; the devices a program needs are. Landlock-only as a person keeps the host's `/dev`,
+/// whose disks the person cannot open anyway (asserted: the file mode refuses it).
+fn devices(fx: &Fx) {
+    let disk = fs::read_dir("/sys/block")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| Path::new("/dev").join(e.file_name()))
+        .find(|d| d.exists())
+        .expect("a block device under /dev (the test reads no byte of it)");
+    let disk = disk.to_str().unwrap();
+    let ops: &[&[&str]] = &[
+        &["exists", disk],
+        &["open-read", disk],
+        &["exists", "/dev/kmsg"],
+        &["open-read", "/dev/null"],
+        &["open-read", "/dev/urandom"],
+        &["exists", "/dev/fd/0"],
+    ];
+    let outside = fx.outside(ops);
+    assert_eq!(outside[0], "yes", "control: {disk} is there outside");
+    assert_eq!(outside[2], "yes", "control: /dev/kmsg is there outside");
+    if fx.who == Who::Root {
+        assert_eq!(outside[1], "open", "control: root opens {disk} outside");
+    }
+    let inside = fx.inside(ops);
+    let own_dev = fx.shape == Shape::Masks || fx.who == Who::Root;
+    if own_dev {
+        assert_eq!(
+            inside[..3],
+            ["ENOENT", "ENOENT", "ENOENT"],
+            "no disk and no kernel log in the sandbox's /dev: {inside:?}"
+        );
+    } else {
+        assert_eq!(inside[..2], ["yes", "EACCES"], "{inside:?}");
+    }
+    assert_eq!(
+        inside[3..],
+        ["open", "open", "yes"],
+        "the devices a program needs"
+    );
 }
 
 /// A cgroup delegated to the runner (as systemd delegates `user@UID.service`): its

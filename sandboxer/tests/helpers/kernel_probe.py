@@ -114,7 +114,16 @@ def exists(path):
         return os_errno(e)
 
 
+def open_read(path):
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        return "open"
+    except OSError as e:
+        return os_errno(e)
+
+
 OPS = {
+    "open-read": open_read,
     "write-back": write_back,
     "open-wronly": open_wronly,
     "write": write,

@@ -22,9 +22,9 @@ pub enum Layer {
     Placeholder,
     /// The PID namespace's fresh `/proc`.
     Proc,
-    /// The sandbox's own instance of `/dev/pts`.
-    Terminals,
-    /// The kernel's global knobs made read-only; `/dev/shm` and `/dev/mqueue` of its own.
+    /// The sandbox's own `/dev`: a few devices, its own ptys, `/dev/shm` and `/dev/mqueue`.
+    Devices,
+    /// The kernel's global knobs made read-only.
     Kernel,
     /// The command's own session keyring.
     Keyring,
@@ -47,7 +47,7 @@ impl fmt::Display for Layer {
             Layer::Masks => "masks",
             Layer::Placeholder => "placeholder",
             Layer::Proc => "fresh /proc",
-            Layer::Terminals => "fresh /dev/pts",
+            Layer::Devices => "fresh /dev",
             Layer::Kernel => "kernel interfaces",
             Layer::Keyring => "session keyring",
             Layer::Session => "setsid",

@@ -14,9 +14,9 @@
 //!
 //! The kernel's shared objects: the sandbox gets a new IPC namespace with the others (System V
 //! shared memory, semaphores and message queues of outside processes are out of reach, and so
-//! are POSIX message queues, whose file system on `/dev/mqueue` is mounted afresh for it), a
-//! fresh tmpfs on `/dev/shm` (POSIX shared memory and semaphores are files there), and the
-//! command a new session keyring (in both shapes). The user keyring (`@u`) belongs to the user
+//! are POSIX message queues, whose file system on `/dev/mqueue` is mounted afresh for it), its
+//! own `/dev` with a fresh tmpfs on `/dev/shm` (POSIX shared memory and semaphores are files
+//! there; `devices.rs`), and the command a new session keyring (in both shapes). The user keyring (`@u`) belongs to the user
 //! namespace (Linux ≥ 5.3), so the masks shape's is its own too.
 //!
 //! Landlock-only has no namespaces for a person, whose processes cannot write the kernel's
@@ -30,7 +30,6 @@ use std::os::fd::OwnedFd;
 
 use nix::errno::Errno;
 use nix::sched::{CloneFlags, unshare};
-use nix::sys::stat::{SFlag, fstat};
 
 use super::error::{EnforceError, Layer};
 use super::{mounts, sys};
@@ -39,17 +38,14 @@ use super::{mounts, sys};
 /// Missing ones (a kernel without magic SysRq, without `/proc/bus`) have nothing to protect.
 const READ_ONLY: [&CStr; 4] = [c"/proc/sysrq-trigger", c"/proc/irq", c"/proc/bus", c"/sys"];
 
-const HIDDEN: u64 = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
-
 /// In the sandbox's own mount and IPC namespaces, once `/` is private and `/proc` is the one
-/// the command will see: the knobs read-only but the sysctls ([`seal_sysctls`]), `/dev/shm`
-/// and `/dev/mqueue` fresh.
+/// the command will see: the knobs read-only but the sysctls ([`seal_sysctls`]). (`/dev/shm`
+/// and `/dev/mqueue` are the sandbox's own with the rest of its `/dev`: `devices.rs`.)
 pub(super) fn confine() -> Result<(), EnforceError> {
     for path in READ_ONLY {
         read_only(path)?;
     }
-    fresh(c"/dev/shm", c"tmpfs", &[(c"mode", c"1777")])?;
-    fresh(c"/dev/mqueue", c"mqueue", &[])
+    Ok(())
 }
 
 /// `/proc/sys` read-only, with everything mounted beneath it (`binfmt_misc`). Last, once the
@@ -59,7 +55,8 @@ pub(super) fn seal_sysctls() -> Result<(), EnforceError> {
 }
 
 /// The landlock-only shape for a root caller (before its capabilities are dropped): a private
-/// mount namespace and a new IPC namespace, then [`confine`]. Where the kernel refuses them
+/// mount namespace and a new IPC namespace, its own `/dev` (no disk to read raw), then
+/// [`confine`]. Where the kernel refuses them
 /// (a container without `CAP_SYS_ADMIN`), nothing is run: Landlock alone cannot keep root
 /// from the kernel's knobs.
 pub(super) fn private_for_root() -> Result<(), EnforceError> {
@@ -73,6 +70,7 @@ pub(super) fn private_for_root() -> Result<(), EnforceError> {
         )
     })?;
     mounts::make_root_private()?;
+    super::devices::fresh()?;
     confine()?;
     seal_sysctls()
 }
@@ -111,26 +109,6 @@ fn read_only(path: &CStr) -> Result<(), EnforceError> {
     sys::mount_setattr(&tree, libc::MOUNT_ATTR_RDONLY, true)
         .map_err(|e| fail("mount_setattr", e))?;
     sys::move_mount(&tree, &target).map_err(|e| fail("move_mount", e))
-}
-
-/// A new instance of `fstype` on the folder `path`, if there is one.
-fn fresh(path: &CStr, fstype: &CStr, options: &[(&CStr, &CStr)]) -> Result<(), EnforceError> {
-    let fail = |what: &str, e: Errno| {
-        EnforceError::os(
-            Layer::Kernel,
-            format_args!("a fresh {fstype:?} on {path:?}: {what}"),
-            e,
-        )
-    };
-    let Some(target) = open(path).map_err(|e| fail("opening it", e))? else {
-        return Ok(());
-    };
-    let st = fstat(&target).map_err(|e| fail("stat", e))?;
-    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
-        return Ok(());
-    }
-    let mnt = sys::new_fs(fstype, options, HIDDEN).map_err(|e| fail("creating it", e))?;
-    sys::move_mount(&mnt, &target).map_err(|e| fail("move_mount", e))
 }
 
 /// An `O_PATH` descriptor for `path`, `None` when it does not exist. A symlink on the way

@@ -43,7 +43,8 @@ use super::error::{EnforceError, Layer, Outcome};
 use super::handoff::Handoff;
 use super::supervise::{Hop, Reap, supervise};
 use super::{
-    Parent, Prepared, caps, confine, exit_with, kernel, mounts, spawn, spawn_for_exec, userns,
+    Parent, Prepared, caps, confine, devices, exit_with, kernel, mounts, spawn, spawn_for_exec,
+    userns,
 };
 use crate::linux::exec::NOT_RUN;
 
@@ -104,7 +105,7 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
             e,
         )
     })?;
-    fresh_terminals()?;
+    devices::fresh()?;
     kernel::confine()?;
     let Some(plan) = handoff.receive(p.spare_cpu())? else {
         // The caller gave up before it had a plan; it reports why, if anything.
@@ -128,34 +129,6 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     let outcome: Outcome = supervise(command, Reap::All, hop)?;
     reporter.send(&Message::Finished(outcome));
     exit_with(outcome)
-}
-
-/// The sandbox's own instance of `/dev/pts`, over the host's. The host's holds every terminal
-/// the person has open (same owner, so openable): from there a process could read what is
-/// typed into another terminal, or write text and escape sequences to it. The caller's own
-/// terminal keeps working through the descriptors the command inherits; only its name under
-/// `/dev/pts` is gone. Ptys made inside (`/dev/ptmx` opens the instance mounted at its
-/// sibling `pts`, Linux >= 4.7) work as before. A system without `/dev/pts` has nothing to
-/// hide.
-fn fresh_terminals() -> Result<(), EnforceError> {
-    if !std::path::Path::new("/dev/pts").is_dir() {
-        return Ok(());
-    }
-    mount(
-        Some("devpts"),
-        "/dev/pts",
-        Some("devpts"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=0620"),
-    )
-    .map_err(|e| {
-        EnforceError::os(
-            Layer::Terminals,
-            "mounting a fresh devpts instance over /dev/pts (the person's other terminals \
-             would stay reachable)",
-            e,
-        )
-    })
 }
 
 /// A sandbox process that only waits from now on gives up every capability it had in the

@@ -42,6 +42,7 @@ mod caps;
 mod channel;
 mod check;
 mod confine;
+mod devices;
 mod error;
 mod gate;
 mod handoff;
