@@ -41,7 +41,9 @@ use super::channel::{Message, Reporter};
 use super::error::{EnforceError, Layer, Outcome};
 use super::handoff::Handoff;
 use super::supervise::{Hop, Reap, supervise};
-use super::{Parent, Prepared, caps, confine, exit_with, mounts, spawn, spawn_for_exec, userns};
+use super::{
+    Parent, Prepared, caps, confine, exit_with, keeper, mounts, spawn, spawn_for_exec, userns,
+};
 use crate::linux::exec::NOT_RUN;
 
 /// The monitor's body: from a plain child of the caller to a running sandbox.
@@ -108,7 +110,10 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
         unsafe { libc::_exit(i32::from(NOT_RUN)) }
     };
     p.own_affinity();
-    mounts::apply(&plan.mounts)?;
+    let registration = keeper::register(&plan)?;
+    let kept = mounts::apply(&plan.mounts, &plan.staging)?;
+    // Held open until PID 1 ends: tells the product this sandbox still runs (see keeper.rs).
+    let _alive = registration.map(|r| keeper::start(r, kept)).transpose()?;
     if !plan.nested_user_namespaces {
         userns::forbid_nested()?;
     }

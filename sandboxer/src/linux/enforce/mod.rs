@@ -45,6 +45,7 @@ mod confine;
 mod error;
 mod gate;
 mod handoff;
+pub(crate) mod keeper;
 mod landlock;
 mod masks;
 mod mounts;
