@@ -153,6 +153,11 @@ fn check_hidden(plan: &Plan, registry: &Path) -> Result<(), EnforceError> {
 /// Step 3: forks the keeper and lets go of the registry lock. PID 1 keeps `alive` open.
 pub(super) fn start(reg: Registration, kept: Vec<Kept>) -> Result<OwnedFd, EnforceError> {
     let scratch = Scratch::new()?;
+    let Registration {
+        registry_lock,
+        listener,
+        alive,
+    } = reg;
     // SAFETY: a plain fork by raw system call (no new stack, no TLS): PID 1 is single-threaded
     // and may itself come from a raw `clone`, where glibc's own `fork` bookkeeping may be
     // stale. The child never returns into the caller's frames.
@@ -160,9 +165,11 @@ pub(super) fn start(reg: Registration, kept: Vec<Kept>) -> Result<OwnedFd, Enfor
     match pid {
         -1 => Err(os_err("fork", Errno::last())),
         0 => {
+            // The registry lock is PID 1's to release; the keeper must not hold it.
+            drop(registry_lock);
             let code = match keeper_setup() {
                 Ok(()) => {
-                    serve(&reg.listener, &kept, &scratch);
+                    serve(&listener, &kept, &scratch);
                     0
                 }
                 Err(_) => 125,
@@ -171,11 +178,6 @@ pub(super) fn start(reg: Registration, kept: Vec<Kept>) -> Result<OwnedFd, Enfor
             unsafe { libc::_exit(code) }
         }
         _ => {
-            let Registration {
-                registry_lock,
-                listener,
-                alive,
-            } = reg;
             drop(listener);
             drop(registry_lock);
             Ok(alive)
