@@ -99,22 +99,14 @@ pub(super) fn register(plan: &Plan) -> Result<Option<Registration>, EnforceError
     let c_registry = c_path(registry)?;
     let dir = sys::open_no_symlinks(Dir::Cwd, &c_registry, libc::O_PATH | libc::O_DIRECTORY)
         .map_err(|e| os_err(format_args!("opening {}", registry.display()), e))?;
-    let registry_lock = sys::open_no_symlinks(
-        Dir::Fd(&dir),
-        &CString::new(LOCK).expect("no NUL"),
-        libc::O_RDWR | libc::O_CREAT,
-    )
-    .map_err(|e| os_err(format_args!("opening {}/{LOCK}", registry.display()), e))?;
+    let registry_lock = create_at(&dir, &CString::new(LOCK).expect("no NUL"), 0)
+        .map_err(|e| os_err(format_args!("opening {}/{LOCK}", registry.display()), e))?;
     flock(&registry_lock, libc::LOCK_SH)
         .map_err(|e| os_err(format_args!("locking {}/{LOCK}", registry.display()), e))?;
     let id = random_id()?;
     let alive_name = CString::new(format!("{id}.{ALIVE_EXT}")).expect("hex");
-    let alive = sys::open_no_symlinks(
-        Dir::Fd(&dir),
-        &alive_name,
-        libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
-    )
-    .map_err(|e| os_err("creating the sandbox's lock file", e))?;
+    let alive = create_at(&dir, &alive_name, libc::O_EXCL)
+        .map_err(|e| os_err("creating the sandbox's lock file", e))?;
     flock(&alive, libc::LOCK_EX).map_err(|e| os_err("locking the sandbox's lock file", e))?;
     // Bound through the registry's descriptor: a socket path is limited to 107 bytes.
     let listener = UnixListener::bind(in_dir(&dir, &format!("{id}.{SOCK_EXT}"))).map_err(|e| {
@@ -324,6 +316,18 @@ pub(crate) fn flock(fd: &OwnedFd, how: libc::c_int) -> Result<(), Errno> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Opens (creating it, mode 0600, when missing) the file `name` in `dir`, read-write.
+fn create_at(dir: &OwnedFd, name: &CStr, extra: libc::c_int) -> Result<OwnedFd, Errno> {
+    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC | extra;
+    // SAFETY: valid descriptor and NUL-terminated name; the mode applies with O_CREAT.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, 0o600 as libc::c_uint) };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: a new descriptor, owned from here on.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
 
 fn random_id() -> Result<String, EnforceError> {
