@@ -9,6 +9,7 @@
 # Prints one JSON object: iterations, the control reads, and every leak / forbidden change seen.
 import json
 import os
+import stat
 import sys
 import time
 
@@ -31,9 +32,9 @@ def try_read(path):
     except OSError:
         pass
     try:
-        size = os.stat(path).st_size
-        if a["stat"] and os.path.isfile(path) and size > 0:
-            note("leak", f"stat {path}: size {size}")
+        st = os.stat(path)
+        if a["stat"] and stat.S_ISREG(st.st_mode) and st.st_size > 0:
+            note("leak", f"stat {path}: size {st.st_size}")
     except OSError:
         pass
 
