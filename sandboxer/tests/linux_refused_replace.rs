@@ -434,3 +434,90 @@ fn landlock_only_as_root() {
 fn landlock_only_as_user() {
     landlock_only(true);
 }
+
+/// The children of `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn comm(pid: u32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// A sandbox still running whose keeper no longer answers: the product's write fails, writes
+/// nothing and leaves the path as it was; once the sandbox has ended, writing works again.
+fn keeper_gone(as_user: bool) {
+    let r = runner(as_user);
+    let fx = Fixture::new(&r);
+    let policy = fx.policy(&r, Shape::Masks);
+    let mut chat: Vec<OsString> = vec![
+        reachable(Path::new(env!("CARGO_BIN_EXE_sandboxer")), &r).into(),
+        "exec".into(),
+        "--policy".into(),
+        policy.into(),
+        "--home".into(),
+        fx.home.clone().into(),
+        "--cwd".into(),
+        fx.runtime.clone().into(),
+        "--".into(),
+    ];
+    chat.extend(fx.reader_argv(true));
+    let writer = example("refused-write", &r);
+    let child = start_chat(&fx, &r, &chat);
+    // caller (sandboxer exec) ── PID 1 ── {keeper, the chat}
+    let pid1 = children(child.id());
+    assert_eq!(pid1.len(), 1, "one PID 1 under the caller: {pid1:?}");
+    let keepers: Vec<u32> = children(pid1[0])
+        .into_iter()
+        .filter(|p| comm(*p) == "sandboxer")
+        .collect();
+    assert_eq!(keepers.len(), 1, "one keeper beside the chat: {keepers:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(keepers[0] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let out = r
+        .command(&writer)
+        .arg(&fx.registry)
+        .arg(&fx.db)
+        .arg("SECRET-unmasked")
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("does not answer"),
+        "a write while a sandbox runs without its keeper fails: {out:?}"
+    );
+    assert!(
+        fx.db.is_dir() && fs::read_dir(&fx.db).unwrap().next().is_none(),
+        "the refused path is still the empty placeholder"
+    );
+    let staging = fx.wf.join(".sandboxer-staging");
+    assert_eq!(
+        fs::read_dir(&staging).unwrap().count(),
+        0,
+        "nothing is left in staging"
+    );
+    let seen = stop_chat(&fx, &r, child);
+    assert_eq!(seen["leaks"], serde_json::json!([]), "{seen}");
+    // Control: the sandbox has ended, so its registration is stale and the write goes through.
+    product_writes(&r, &writer, &fx.registry, &[&fx.db], "after the chat");
+}
+
+#[test]
+fn keeper_gone_as_root() {
+    keeper_gone(false);
+}
+
+#[test]
+fn keeper_gone_as_user() {
+    keeper_gone(true);
+}
