@@ -143,8 +143,23 @@ fn check_hidden(plan: &Plan, registry: &Path) -> Result<(), EnforceError> {
 }
 
 /// Step 3: forks the keeper and lets go of the registry lock. PID 1 keeps `alive` open.
-pub(super) fn start(reg: Registration, kept: Vec<Kept>) -> Result<OwnedFd, EnforceError> {
+pub(super) fn start(
+    reg: Registration,
+    kept: Vec<Kept>,
+    plan: &Plan,
+) -> Result<OwnedFd, EnforceError> {
     let scratch = Scratch::new()?;
+    let guarded = Guarded {
+        kept,
+        refused_in: plan
+            .mounts
+            .iter()
+            .filter_map(|m| match m {
+                MountStep::Refuse { path, .. } => path.parent().map(Path::to_path_buf),
+                _ => None,
+            })
+            .collect(),
+    };
     let Registration {
         registry_lock,
         listener,
@@ -161,7 +176,7 @@ pub(super) fn start(reg: Registration, kept: Vec<Kept>) -> Result<OwnedFd, Enfor
             drop(registry_lock);
             let code = match keeper_setup() {
                 Ok(()) => {
-                    serve(&listener, &kept, &scratch);
+                    serve(&listener, &guarded, &scratch);
                     0
                 }
                 Err(_) => 125,
@@ -190,7 +205,7 @@ fn keeper_setup() -> Result<(), EnforceError> {
 }
 
 /// Step 4: answers requests, one per connection, until the sandbox ends.
-fn serve(listener: &UnixListener, kept: &[Kept], scratch: &Scratch) {
+fn serve(listener: &UnixListener, guarded: &Guarded, scratch: &Scratch) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
         let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
@@ -198,14 +213,20 @@ fn serve(listener: &UnixListener, kept: &[Kept], scratch: &Scratch) {
         let mut line = Vec::new();
         let read = BufReader::new(&mut conn).read_until(b'\n', &mut line);
         let answer = match read {
-            Ok(_) => answer(&line, kept, scratch),
+            Ok(_) => answer(&line, guarded, scratch),
             Err(_) => continue,
         };
         let _ = conn.write_all(answer.as_bytes());
     }
 }
 
-fn answer(line: &[u8], kept: &[Kept], scratch: &Scratch) -> String {
+/// What a keeper guards: its staging folders, and the folders holding its refused paths.
+struct Guarded {
+    kept: Vec<Kept>,
+    refused_in: Vec<PathBuf>,
+}
+
+fn answer(line: &[u8], guarded: &Guarded, scratch: &Scratch) -> String {
     let Some(path) = line
         .strip_suffix(b"\n")
         .and_then(|l| l.strip_prefix(b"mask "))
@@ -216,7 +237,15 @@ fn answer(line: &[u8], kept: &[Kept], scratch: &Scratch) -> String {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return "not mine\n".into();
     };
-    let Some(staging) = kept.iter().find(|k| k.path == parent) else {
+    let Some(staging) = guarded.kept.iter().find(|k| k.path == parent) else {
+        // A folder holding a refused path of this sandbox but no staging folder of it (the
+        // planner could not place one): what is moved there could not be masked first.
+        if parent
+            .parent()
+            .is_some_and(|p| guarded.refused_in.iter().any(|r| r == p))
+        {
+            return "error this sandbox refuses a path there but has no staging folder\n".into();
+        }
         return "not mine\n".into();
     };
     match mask(&staging.fd, name.as_bytes(), scratch) {

@@ -113,7 +113,9 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     let registration = keeper::register(&plan)?;
     let kept = mounts::apply(&plan.mounts, &plan.staging)?;
     // Held open until PID 1 ends: tells the product this sandbox still runs (see keeper.rs).
-    let _alive = registration.map(|r| keeper::start(r, kept)).transpose()?;
+    let _alive = registration
+        .map(|r| keeper::start(r, kept, &plan))
+        .transpose()?;
     if !plan.nested_user_namespaces {
         userns::forbid_nested()?;
     }
