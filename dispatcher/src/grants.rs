@@ -57,6 +57,11 @@ struct Launchers {
 }
 
 #[derive(Serialize)]
+struct LinuxDoc {
+    mask_registry: PathBuf,
+}
+
+#[derive(Serialize)]
 struct PolicyDoc {
     version: u32,
     base: &'static str,
@@ -64,6 +69,14 @@ struct PolicyDoc {
     grant: Vec<GrantEntry>,
     refuse: Vec<PathEntry>,
     launchers: Launchers,
+    linux: LinuxDoc,
+}
+
+/// Where each chat's sandbox registers its mask keeper, inside the protected state root, so
+/// that the dispatcher can write refused paths (`planning/`, `workflow.db`) while chats run
+/// (`sandboxer::linux::refused`).
+pub fn mask_registry(state_root: &Path) -> PathBuf {
+    state_root.join("state").join("masks")
 }
 
 /// The folders of one launch, before they become a policy.
@@ -166,6 +179,9 @@ impl LaunchGrants {
             grant,
             refuse,
             launchers: Launchers { block: true },
+            linux: LinuxDoc {
+                mask_registry: mask_registry(&self.state_root),
+            },
         };
         let mut text = String::from(
             "# Written by the dispatcher for one launch; this is exactly what sandboxer enforces.\n",

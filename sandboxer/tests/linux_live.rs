@@ -2054,6 +2054,8 @@ fn landlock_only_plan(fx: &Fixture, r: &Runner) -> Plan {
         },
         absent: Vec::new(),
         gaps: Vec::new(),
+        mask_registry: None,
+        staging: Vec::new(),
     }
 }
 

@@ -9,3 +9,5 @@ pub mod exec;
 pub mod facts;
 pub mod plan;
 pub mod planner;
+#[cfg(target_os = "linux")]
+pub mod refused;

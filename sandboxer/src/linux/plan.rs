@@ -414,7 +414,21 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub absent: Vec<Absent>,
     pub gaps: Vec<Gap>,
+    /// Masks shape, when the policy names one (`[linux] mask_registry`): the folder, inside a
+    /// protected root, where the sandbox's mask keeper registers its socket, so that the
+    /// product can create and replace refused paths while the sandbox runs (see
+    /// `enforce/keeper.rs` and [`crate::linux::refused`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask_registry: Option<PathBuf>,
+    /// With `mask_registry`: the staging folders ([`STAGING`] beside refused paths), each also
+    /// refused by a [`MountStep::Refuse`], in which the keeper masks what the product stages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staging: Vec<PathBuf>,
 }
+
+/// The name of the staging folder beside refused paths: the product writes a refused path's
+/// new content there, masked in every running sandbox, before moving it into place.
+pub const STAGING: &str = ".sandboxer-staging";
 
 /// A rule path missing at plan time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::linux::plan::{
-    Absent, Facts, FsRight, Gap, LandlockPlan, LandlockRule, MountStep, Plan, Shape,
+    Absent, Facts, FsRight, Gap, LandlockPlan, LandlockRule, MountStep, Plan, STAGING, Shape,
 };
 use crate::paths::{normalize, same, strictly_within, within};
 use crate::policy::{Access, Base, Decision, Enforce, Op, Policy, Reason, Verdict};
@@ -584,6 +584,8 @@ struct Planner<'a> {
     /// Indices of rules put on an entry beside a rule path (hole punching).
     sibling_rules: BTreeSet<usize>,
     narrowed: Vec<PathBuf>,
+    /// Staging folders planned (see `plan_staging`).
+    staging: Vec<PathBuf>,
 }
 
 impl<'a> Planner<'a> {
@@ -611,6 +613,7 @@ impl<'a> Planner<'a> {
             rules: Vec::new(),
             sibling_rules: BTreeSet::new(),
             narrowed: Vec::new(),
+            staging: Vec::new(),
         }
     }
 
@@ -643,6 +646,13 @@ impl<'a> Planner<'a> {
             },
             absent: self.absent.values().cloned().collect(),
             gaps: Vec::new(),
+            mask_registry: self
+                .policy
+                .linux
+                .mask_registry
+                .clone()
+                .filter(|_| self.shape == Shape::Masks),
+            staging: std::mem::take(&mut self.staging),
         };
         let exposure = metadata_exposure(&plan, self.policy, &|p| self.kind(p))?;
         Ok(Unchecked {
@@ -881,6 +891,40 @@ impl<'a> Planner<'a> {
                 }
             }
             masked.push(path);
+        }
+        self.plan_staging()
+    }
+
+    /// With a mask registry: a refused staging folder ([`STAGING`]) beside every refused
+    /// path, where the product stages a refused path's new content, masked by the sandbox's
+    /// keeper before it is moved into place (see `enforce/keeper.rs`).
+    fn plan_staging(&mut self) -> Result<(), PlanError> {
+        if self.policy.linux.mask_registry.is_none() {
+            return Ok(());
+        }
+        let mut folders: Vec<PathBuf> = self
+            .mounts
+            .iter()
+            .filter_map(|m| match m {
+                MountStep::Refuse { path, .. } => path.parent().map(|p| p.join(STAGING)),
+                _ => None,
+            })
+            .collect();
+        folders.sort();
+        folders.dedup();
+        for staging in folders {
+            let existed = match self.not_symlink(&staging, "staging folder")? {
+                Some(EntryKind::Dir) => true,
+                Some(_) => continue,
+                None if self.creatable(&staging)? => false,
+                None => continue,
+            };
+            self.mounts.push(MountStep::Refuse {
+                path: staging.clone(),
+                existed,
+                is_dir: true,
+            });
+            self.staging.push(staging);
         }
         Ok(())
     }

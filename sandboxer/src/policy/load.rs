@@ -187,6 +187,7 @@ struct RawLinux {
     enforce: Option<Spanned<String>>,
     ways_out: Option<bool>,
     nested_user_namespaces: Option<bool>,
+    mask_registry: Option<Spanned<String>>,
 }
 
 /// Folders a closed base opens when the file does not say. Read: the system; write: the
@@ -498,6 +499,10 @@ impl Cx<'_> {
                 ));
             }
         };
+        let mask_registry = match &raw.linux.mask_registry {
+            Some(s) => Some(self.path(s, "linux.mask_registry")?.0),
+            None => None,
+        };
 
         Ok(Policy {
             target,
@@ -516,6 +521,7 @@ impl Cx<'_> {
                 enforce,
                 ways_out,
                 nested_user_namespaces: raw.linux.nested_user_namespaces.unwrap_or(false),
+                mask_registry,
             },
         })
     }

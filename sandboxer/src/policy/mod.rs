@@ -170,6 +170,9 @@ pub struct LinuxKnobs {
     /// Let the confined command make user namespaces of its own (masks shape; the default is
     /// no: see docs/linux.md).
     pub nested_user_namespaces: bool,
+    /// Masks shape: a folder inside a protected root where each sandbox registers the socket
+    /// of its mask keeper (see `sandboxer::linux::refused`). None: no keeper, no staging.
+    pub mask_registry: Option<PathBuf>,
 }
 
 /// A loaded, resolved, validated policy for one target.

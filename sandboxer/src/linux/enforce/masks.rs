@@ -43,8 +43,8 @@ use super::error::{EnforceError, Layer, Outcome};
 use super::handoff::Handoff;
 use super::supervise::{Hop, Reap, supervise};
 use super::{
-    Parent, Prepared, caps, confine, devices, exit_with, kernel, mounts, spawn, spawn_for_exec,
-    userns,
+    Parent, Prepared, caps, confine, devices, exit_with, keeper, kernel, mounts, spawn,
+    spawn_for_exec, userns,
 };
 use crate::linux::exec::NOT_RUN;
 
@@ -113,7 +113,12 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
         unsafe { libc::_exit(i32::from(NOT_RUN)) }
     };
     p.own_affinity();
-    mounts::apply(&plan.mounts)?;
+    let registration = keeper::register(&plan)?;
+    let kept = mounts::apply(&plan.mounts, &plan.staging)?;
+    // Held open until PID 1 ends: tells the product this sandbox still runs (see keeper.rs).
+    let _alive = registration
+        .map(|r| keeper::start(r, kept, &plan))
+        .transpose()?;
     if !plan.nested_user_namespaces {
         userns::forbid_nested()?;
     }

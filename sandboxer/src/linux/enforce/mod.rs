@@ -46,6 +46,7 @@ mod devices;
 mod error;
 mod gate;
 mod handoff;
+pub(crate) mod keeper;
 mod kernel;
 mod landlock;
 mod masks;

@@ -30,6 +30,7 @@ use nix::mount::{MsFlags, mount};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, mkdirat};
 
 use super::error::{EnforceError, Layer};
+use super::keeper::Kept;
 use super::sys::{self, Dir};
 use crate::linux::plan::MountStep;
 use crate::policy::Access;
@@ -38,7 +39,10 @@ const HIDDEN: u64 = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOU
 
 /// Applies `steps`. Runs inside the new user and mount namespaces, once `/` is private, before
 /// any untrusted code.
-pub(super) fn apply(steps: &[MountStep]) -> Result<(), EnforceError> {
+/// The staging folders among `keep` are captured ([`Kept`]) right before their own refusal, for
+/// the mask keeper (see `keeper.rs`).
+pub(super) fn apply(steps: &[MountStep], keep: &[PathBuf]) -> Result<Vec<Kept>, EnforceError> {
+    let mut kept = Vec::new();
     let captured = capture_bind_backs(steps)?;
     let mut scratch = Scratch::default();
     let mut covers: Vec<CoverMount> = Vec::new();
@@ -49,12 +53,16 @@ pub(super) fn apply(steps: &[MountStep]) -> Result<(), EnforceError> {
                 let tree = tree.expect("captured for every bind-back");
                 attach(path, *is_dir, &tree, &covers)
             }
+            MountStep::Refuse { path, .. } if keep.contains(path) => open(path)
+                .map(|fd| kept.push(Kept::new(path, fd)))
+                .and_then(|()| refuse(path, &mut scratch)),
             MountStep::Refuse { path, .. } => refuse(path, &mut scratch),
             MountStep::Pin { path, .. } => pin(path),
         };
         applied.map_err(|e| in_step(step, e))?;
     }
-    seal(&covers)
+    seal(&covers)?;
+    Ok(kept)
 }
 
 /// Makes every cover read-only, now that the mount points for grants are in place.

@@ -40,7 +40,7 @@ use nix::unistd::{UnlinkatFlags, unlinkat};
 
 use super::error::{EnforceError, Layer};
 use super::sys::{self, Dir};
-use crate::linux::plan::MountStep;
+use crate::linux::plan::{MountStep, STAGING};
 
 /// The placeholders made for one launch, removed when dropped.
 #[derive(Debug, Default)]
@@ -103,6 +103,13 @@ impl Placeholders {
                                     path.display()
                                 ),
                             ));
+                        }
+                        // A staging folder (see keeper.rs) wherever the planner found it
+                        // creatable: the product may write beside any refused path.
+                        MountStep::Refuse { .. }
+                            if path.file_name() == Some(std::ffi::OsStr::new(STAGING)) =>
+                        {
+                            existing_ancestor(path)?
                         }
                         MountStep::Refuse { .. } => grant_holding(steps, path)?,
                         _ => existing_ancestor(path)?,
