@@ -1885,6 +1885,7 @@ fn landlock_only_plan(fx: &Fixture, r: &Runner) -> Plan {
             narrowed: Vec::new(),
         },
         absent: Vec::new(),
+        socket_broker: None,
         gaps: Vec::new(),
     }
 }

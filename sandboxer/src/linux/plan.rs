@@ -404,7 +404,19 @@ pub struct Plan {
     /// for what was there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub absent: Vec<Absent>,
+    /// Every `connect(2)` goes through the socket broker, which refuses pathname Unix sockets
+    /// off its allowlist (docs/linux.md, "Unix sockets"). `None`: connects are not brokered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_broker: Option<SocketBroker>,
     pub gaps: Vec<Gap>,
+}
+
+/// The socket broker's part of a plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketBroker {
+    /// The pathname sockets that may be connected to (the policy's `unix_sockets`); every
+    /// other pathname socket is refused with `EACCES`, and so is every abstract address.
+    pub allowed: Vec<PathBuf>,
 }
 
 /// A rule path missing at plan time.
