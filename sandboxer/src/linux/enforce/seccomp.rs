@@ -27,7 +27,8 @@ use nix::errno::Errno;
 use super::error::{EnforceError, Layer};
 
 // Classic BPF opcodes (linux/filter.h, linux/bpf_common.h).
-const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+/// BPF_LD | BPF_W | BPF_ABS (0x00 | 0x00 | 0x20).
+const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_ALU_AND_K: u16 = 0x04 | 0x50;
 const BPF_JMP_JEQ_K: u16 = 0x05 | 0x10;
 const BPF_JMP_JGE_K: u16 = 0x05 | 0x30;
@@ -210,7 +211,7 @@ mod tests {
 
     /// A classic-BPF interpreter for the few instructions the program uses.
     fn run(prog: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        let mut data = vec![0u8; 64];
+        let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());
         for (i, a) in args.iter().enumerate() {
