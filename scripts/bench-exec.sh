@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks `sandboxer exec` (release build) against baselines measured in the same run, and
 # prints medians and ratios:
-#   1. masks shape running /bin/true   vs  bwrap doing the same masks  vs  bare /bin/true
+#   1. masks shape running /bin/true   vs  bwrap doing the same masks (and its own /dev, IPC
+#      namespace, read-only /sys)  vs  bare /bin/true
 #      (and the enforcer alone on the same plan, through the tests' exec-plan helper)
 #   2. landlock-only running /bin/true vs  bare /bin/true
 #      (and the floor for any wrapper here: `sandboxer --version` alone, and, when a C compiler
@@ -96,11 +97,16 @@ EOF
 mapfile -t BWRAP < <(python3 - "$WORK/plan.json" <<'EOF'
 import json, sys
 plan = json.load(open(sys.argv[1]))
-args = ["bwrap", "--unshare-user", "--unshare-pid", "--dev-bind", "/", "/"]
+# What every masks sandbox does besides the plan's steps, in bwrap's words: its own IPC
+# namespace and /dev, /sys read-only (--proc makes /proc's knobs read-only by itself).
+args = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--dev-bind", "/", "/",
+        "--dev", "/dev", "--ro-bind", "/sys", "/sys"]
 covers = []
 for step in plan["mounts"]:
     kind, path = step["kind"], step["path"]
-    if kind in ("cover", "refuse") and step["is_dir"]:
+    if kind == "pin":
+        args += ["--bind", path, path]
+    elif kind in ("cover", "refuse") and step["is_dir"]:
         args += ["--perms", "0111" if kind == "cover" else "0000", "--tmpfs", path]
         if kind == "cover":
             covers.append(path)

@@ -1,6 +1,7 @@
 //! The policy of one launch: protected = the state root and the docs root; granted = the
 //! chat's runtime (rw), its workflow (rw), attached workflows (as given); refused = the folder
-//! guard's blocked paths inside each granted workflow. Written into the runtime as TOML (the
+//! guard's blocked paths inside each granted workflow; the one pathname Unix socket that may be
+//! connected to = the chat's bridge socket. Written into the runtime as TOML (the
 //! exact file `sandboxer` enforces) by serialising data, so no path can change its syntax.
 
 use std::path::{Path, PathBuf};
@@ -65,6 +66,8 @@ struct LinuxDoc {
 struct PolicyDoc {
     version: u32,
     base: &'static str,
+    /// The chat's own bridge socket: the only pathname Unix socket the CLI may connect to.
+    unix_sockets: Vec<PathBuf>,
     protected: Vec<PathEntry>,
     grant: Vec<GrantEntry>,
     refuse: Vec<PathEntry>,
@@ -175,6 +178,7 @@ impl LaunchGrants {
         let doc = PolicyDoc {
             version: 1,
             base: "open",
+            unix_sockets: vec![self.runtime.join(crate::bridge::SOCKET_NAME)],
             protected,
             grant,
             refuse,

@@ -1159,7 +1159,9 @@ fn masks_ways_out(r: &Runner) {
     let ran = fx.run(cmd, None);
     assert_eq!(ran.code, Some(0), "{ran:?}");
     check_cases("the tmux server named by $TMUX", &under_tmux, &ran);
-    let unnamed = [case(Allow, "connect", &[&custom])];
+    // Unnamed, no mask is on it, but the socket broker refuses every pathname socket off the
+    // policy's `unix_sockets` (tests/linux_unix_sockets.rs).
+    let unnamed = [case(Deny, "connect", &[&custom])];
     let ran = fx.run(fx.exec(r, &[], &fx.probe_argv(&ops(&unnamed))), None);
     check_cases("the same server, unnamed", &unnamed, &ran);
     let _ = own_tmux(&["kill-server"]);
@@ -2053,6 +2055,7 @@ fn landlock_only_plan(fx: &Fixture, r: &Runner) -> Plan {
             narrowed: Vec::new(),
         },
         absent: Vec::new(),
+        socket_broker: None,
         gaps: Vec::new(),
         mask_registry: None,
         staging: Vec::new(),

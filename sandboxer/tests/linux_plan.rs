@@ -204,17 +204,12 @@ fn product_masks_plan_decides_like_the_policy() {
             "the policy itself: {op} {path}"
         );
     }
-    // The one looser spot, listed: a socket in the read-only grant (no resolve-unix at ABI 7).
+    // A socket in the read-only grant (no resolve-unix at ABI 7): the socket broker refuses
+    // it, as every pathname socket off the policy's `unix_sockets`.
     let d = plan.decide(Op::ConnectUnix, Path::new(&format!("{docs}/wf-ref/s.sock")));
-    assert_eq!(d.verdict, Allow);
-    assert!(matches!(
-        d.by,
-        Decider::Unhandled {
-            right: FsRight::ResolveUnix,
-            abi: 7
-        }
-    ));
-    assert!(gap_ids(&plan).contains(&"read-only-grant-sockets"));
+    assert_eq!(d.verdict, Deny);
+    assert!(matches!(d.by, Decider::SocketBroker));
+    assert!(!gap_ids(&plan).contains(&"read-only-grant-sockets"));
     assert!(plan.breaking_gaps().next().is_none(), "{:#?}", plan.gaps);
 }
 
@@ -272,11 +267,13 @@ fn abi_9_masks_close_sockets_in_read_only_grants_by_hole_punching() {
         "{:?}",
         gap_ids(&plan)
     );
-    // Elsewhere sockets stay reachable: siblings along the way got resolve-unix back.
-    assert_eq!(
-        v(&plan, Op::ConnectUnix, "/home/ada/projects/site/dev.sock"),
-        Verdict::Allow
+    // Elsewhere Landlock lets sockets be reached (siblings along the way got resolve-unix
+    // back); the socket broker still refuses what the policy's `unix_sockets` does not list.
+    let d = plan.decide(
+        Op::ConnectUnix,
+        Path::new("/home/ada/projects/site/dev.sock"),
     );
+    assert!(matches!(d.by, Decider::SocketBroker), "{d}");
     assert!(plan.landlock.narrowed.contains(&PathBuf::from("/home/ada")));
     // The rule on `/` has every right except resolve-unix.
     let root = &plan.landlock.rules[0];
@@ -301,7 +298,8 @@ fn fallback_without_user_namespaces_is_a_refusal_that_says_why() {
         "{}",
         err.message
     );
-    assert!(err.message.contains("pathname-sockets"), "{}", err.message);
+    // Pathname sockets are closed by the socket broker on every ABI.
+    assert!(!err.message.contains("pathname-sockets"), "{}", err.message);
     assert!(
         err.message.contains("metadata-unguarded"),
         "{}",
@@ -501,7 +499,7 @@ fn landlock_only_serves_a_closed_base_without_protected_roots() {
     assert_eq!(v(&plan, Op::Write, "/dev/null"), Verdict::Allow);
     let ids = gap_ids(&plan);
     assert!(
-        ids.contains(&"closed-base-sockets") && ids.contains(&"closed-base-metadata"),
+        ids.contains(&"unix-socket-allowlist") && ids.contains(&"closed-base-metadata"),
         "{ids:?}"
     );
     assert!(

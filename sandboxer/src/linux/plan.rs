@@ -413,6 +413,10 @@ pub struct Plan {
     /// for what was there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub absent: Vec<Absent>,
+    /// Every `connect(2)` goes through the socket broker, which refuses pathname Unix sockets
+    /// off its allowlist (docs/linux.md, "Unix sockets"). `None`: connects are not brokered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_broker: Option<SocketBroker>,
     pub gaps: Vec<Gap>,
     /// Masks shape, when the policy names one (`[linux] mask_registry`): the folder, inside a
     /// protected root, where the sandbox's mask keeper registers its socket, so that the
@@ -429,6 +433,14 @@ pub struct Plan {
 /// The name of the staging folder beside refused paths: the product writes a refused path's
 /// new content there, masked in every running sandbox, before moving it into place.
 pub const STAGING: &str = ".sandboxer-staging";
+
+/// The socket broker's part of a plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketBroker {
+    /// The pathname sockets that may be connected to (the policy's `unix_sockets`); every
+    /// other pathname socket is refused with `EACCES`, and so is every abstract address.
+    pub allowed: Vec<PathBuf>,
+}
 
 /// A rule path missing at plan time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::linux::plan::{
     Absent, Facts, FsRight, Gap, LandlockPlan, LandlockRule, MountStep, Plan, STAGING, Shape,
+    SocketBroker,
 };
 use crate::paths::{normalize, same, strictly_within, within};
 use crate::policy::{Access, Base, Decision, Enforce, Op, Policy, Reason, Verdict};
@@ -645,6 +646,11 @@ impl<'a> Planner<'a> {
                 narrowed: std::mem::take(&mut self.narrowed),
             },
             absent: self.absent.values().cloned().collect(),
+            // On every kernel: Landlock's resolve-unix (ABI 9) follows folder grants, so an
+            // open home would grant every socket in it (docs/linux.md, "Unix sockets").
+            socket_broker: Some(SocketBroker {
+                allowed: self.policy.unix_sockets.clone(),
+            }),
             gaps: Vec::new(),
             mask_registry: self
                 .policy
@@ -1418,6 +1424,8 @@ pub enum Decider {
     },
     /// No mask applies and the plan has no Landlock layer.
     Unconfined,
+    /// The socket broker refuses a pathname socket off its allowlist.
+    SocketBroker,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -1475,6 +1483,10 @@ impl fmt::Display for Decider {
                 at.display()
             ),
             Decider::Unconfined => write!(f, "no mask applies and there is no Landlock layer"),
+            Decider::SocketBroker => write!(
+                f,
+                "the socket broker refuses pathname sockets off the plan's allowlist"
+            ),
         }
     }
 }
@@ -1561,7 +1573,26 @@ impl Plan {
         self.decide_at(op, &mut Sight::new(self, &q))
     }
 
+    /// [`Plan::decide`], then the socket broker's allowlist for a connect the other layers
+    /// allow.
     fn decide_at<'p>(&'p self, op: Op, sight: &mut Sight<'p, '_>) -> PlanDecision {
+        let d = self.decide_layers(op, sight);
+        match &self.socket_broker {
+            Some(b)
+                if op == Op::ConnectUnix
+                    && d.allowed()
+                    && !b.allowed.iter().any(|a| a == sight.q) =>
+            {
+                PlanDecision {
+                    verdict: Verdict::Deny,
+                    by: Decider::SocketBroker,
+                }
+            }
+            _ => d,
+        }
+    }
+
+    fn decide_layers<'p>(&'p self, op: Op, sight: &mut Sight<'p, '_>) -> PlanDecision {
         let deny = |by| PlanDecision {
             verdict: Verdict::Deny,
             by,
@@ -1769,6 +1800,9 @@ pub enum GapKind {
     /// Listing a file, or making entries beneath one: the kernel refuses it anyway (a rule
     /// on a file carries only file rights).
     NotAFolder,
+    /// Connecting to a pathname Unix socket off the allowlist (`unix_sockets`): the socket
+    /// broker refuses it wherever the policy would allow it.
+    UnixSocketAllowlist,
     /// Any other place where the plan is stricter.
     Narrower,
     // -- not expressible as an operation on a path --
@@ -1828,6 +1862,7 @@ impl GapKind {
             GapKind::LateEntries => "late-entries",
             GapKind::AbsentAtLaunch => "absent-at-launch",
             GapKind::NotAFolder => "not-a-folder",
+            GapKind::UnixSocketAllowlist => "unix-socket-allowlist",
             GapKind::Narrower => "narrower",
             GapKind::AbstractUnixSockets => "abstract-unix-sockets",
             GapKind::Signals => "signals",
@@ -1922,6 +1957,10 @@ impl GapKind {
                 .into(),
             GapKind::NotAFolder => "a rule on a file carries only file rights: listing the \
                  file or making entries beneath it is denied, as the kernel would anyway"
+                .into(),
+            GapKind::UnixSocketAllowlist => "connect(2) to a pathname Unix socket is refused \
+                 (EACCES) off the policy's unix_sockets, wherever the rest of the policy would \
+                 allow it: the socket broker checks every connect"
                 .into(),
             GapKind::Narrower => "the plan is stricter than the policy here (e.g. reading a \
                  narrowed folder as if it were a file, which the kernel refuses anyway)"
@@ -2077,6 +2116,7 @@ fn classify_decided(
                 Some(GapKind::Narrower)
             }
         }
+        Decider::SocketBroker => Some(GapKind::UnixSocketAllowlist),
         _ => Some(GapKind::Narrower),
     }
 }

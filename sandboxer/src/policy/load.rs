@@ -126,6 +126,8 @@ struct RawPolicy {
     macos: RawMacos,
     #[serde(default)]
     linux: RawLinux,
+    #[serde(default)]
+    unix_sockets: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -456,6 +458,14 @@ impl Cx<'_> {
             });
         }
 
+        let mut unix_sockets = Vec::new();
+        for (i, e) in raw.unix_sockets.iter().enumerate() {
+            let (path, _) = self.path(e, &format!("unix_sockets[{i}]"))?;
+            if !unix_sockets.contains(&path) {
+                unix_sockets.push(path);
+            }
+        }
+
         let (def_read, def_write) = closed_defaults(target);
         let closed = ClosedBase {
             read: self.folder_list(raw.closed.read.as_deref(), def_read, "closed.read")?,
@@ -523,6 +533,7 @@ impl Cx<'_> {
                 nested_user_namespaces: raw.linux.nested_user_namespaces.unwrap_or(false),
                 mask_registry,
             },
+            unix_sockets,
         })
     }
 

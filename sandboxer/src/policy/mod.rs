@@ -188,6 +188,9 @@ pub struct Policy {
     pub closed: ClosedBase,
     pub macos: MacosKnobs,
     pub linux: LinuxKnobs,
+    /// The pathname Unix sockets a confined process may connect to (Linux: every other
+    /// `connect` to a pathname socket is refused; see docs/linux.md, "Unix sockets").
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

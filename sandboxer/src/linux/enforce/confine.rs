@@ -5,12 +5,14 @@
 //! of its own with the kernel's knobs read-only, a new session keyring (`kernel.rs`), the
 //! working directory entered by path (so it is resolved through the
 //! masks: a working directory inside a protected root is not reachable), every capability
-//! dropped, `no_new_privs`, Landlock last (a Landlock domain may not mount, so nothing after
-//! it could set up anything), descriptors above stderr marked close-on-exec, the gate passed
+//! dropped, `no_new_privs`, Landlock (a Landlock domain may not mount, so nothing after it
+//! could set up anything), the seccomp filter that hands every `connect` to the socket broker
+//! (its listener sent to the broker), descriptors above stderr marked close-on-exec, the gate passed
 //! (when the plan's gaps are checked during setup: see [`super::run_checking`]), the caller's
 //! signal mask and `SIGCHLD` disposition restored, `execvp`.
 
 use std::convert::Infallible;
+use std::os::fd::BorrowedFd;
 
 use nix::errno::Errno;
 use nix::sys::prctl;
@@ -18,7 +20,7 @@ use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction
 use nix::unistd::{chdir, execvp, getpid, getsid, setsid};
 
 use super::error::{EnforceError, Layer};
-use super::{Prepared, caps, kernel, landlock, sys};
+use super::{Prepared, broker, caps, kernel, landlock, seccomp, sys};
 use crate::linux::plan::{Plan, Shape};
 
 /// How the command's process leaves the caller's terminal.
@@ -39,7 +41,14 @@ pub(super) fn exec(
     p: &Prepared,
     plan: &Plan,
     session: Session,
+    broker_link: Option<BorrowedFd<'_>>,
 ) -> Result<Infallible, EnforceError> {
+    if plan.socket_broker.is_some() != broker_link.is_some() {
+        return Err(EnforceError::new(
+            Layer::SocketBroker,
+            "the plan's socket broker and the process structure disagree",
+        ));
+    }
     leave_terminal(session)?;
     if plan.shape == Shape::LandlockOnly && p.uid == 0 {
         kernel::private_for_root()?;
@@ -63,6 +72,9 @@ pub(super) fn exec(
     }
     if landlock::wanted(&plan.landlock) {
         landlock::restrict(&plan.landlock, plan.mounts_blocked())?;
+    }
+    if let Some(link) = broker_link {
+        broker::send_listener(link, seccomp::install()?)?;
     }
     sys::cloexec_from_3().map_err(|e| {
         EnforceError::os(

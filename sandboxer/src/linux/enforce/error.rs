@@ -33,6 +33,8 @@ pub enum Layer {
     Capabilities,
     NoNewPrivs,
     Landlock,
+    /// The seccomp filter on `connect(2)` and the broker that answers it.
+    SocketBroker,
     /// Executing the command itself, after every layer was in place.
     Exec,
 }
@@ -55,6 +57,7 @@ impl fmt::Display for Layer {
             Layer::Capabilities => "capabilities",
             Layer::NoNewPrivs => "no_new_privs",
             Layer::Landlock => "Landlock",
+            Layer::SocketBroker => "socket broker",
             Layer::Exec => "exec",
         })
     }

@@ -38,6 +38,7 @@ use nix::mount::{MsFlags, mount};
 use nix::sys::prctl;
 use nix::unistd::{Pid, setpgid};
 
+use super::broker::{self, Link};
 use super::channel::{Message, Reporter};
 use super::error::{EnforceError, Layer, Outcome};
 use super::handoff::Handoff;
@@ -124,9 +125,31 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     }
     kernel::seal_sysctls()?;
     harden()?;
+    let link = plan
+        .socket_broker
+        .as_ref()
+        .map(|_| Link::new())
+        .transpose()?;
     let command = spawn_for_exec(reporter, Parent::Pid(Pid::from_raw(1)), || {
-        confine::exec(p, &plan, confine::Session::New)
+        confine::exec(
+            p,
+            &plan,
+            confine::Session::New,
+            link.as_ref().map(Link::command_end),
+        )
     })?;
+    if let (Some(link), Some(b)) = (link, &plan.socket_broker) {
+        // PID 1 is outside the command's Landlock domain and an ancestor of every process
+        // inside; the broker lives as long as it does, which is as long as the sandbox.
+        let allowed: broker::Allowlist = b.allowed.clone().into();
+        let end = link.into_broker_end();
+        std::thread::Builder::new()
+            .name("socket-broker".into())
+            .spawn(move || broker::serve(end, allowed, None))
+            .map_err(|e| {
+                EnforceError::new(Layer::SocketBroker, format!("starting the broker: {e}"))
+            })?;
+    }
     let hop = Hop {
         caller: false,
         parent_of_command: true,

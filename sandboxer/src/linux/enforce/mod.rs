@@ -38,6 +38,7 @@
 //! the sandbox's first process is moved to another CPU the caller may use while the caller
 //! plans and checks, and gets the caller's affinity back before anything it starts.
 
+mod broker;
 mod caps;
 mod channel;
 mod check;
@@ -52,6 +53,7 @@ mod landlock;
 mod masks;
 mod mounts;
 mod placeholders;
+mod seccomp;
 mod supervise;
 mod sys;
 mod userns;
@@ -141,7 +143,9 @@ pub fn exec_in_place(plan: &Plan, command: &Command) -> InPlace {
             format!("a {} plan cannot be applied in place", plan.shape),
         ));
     }
-    if !single_threaded() || confine::session_leader() {
+    // The socket broker must be an ancestor of the command outside its Landlock domain: this
+    // process, which then cannot become the command.
+    if plan.socket_broker.is_some() || !single_threaded() || confine::session_leader() {
         return InPlace::NotHere;
     }
     let mut prepared = match Prepared::new(command, false) {
@@ -150,7 +154,7 @@ pub fn exec_in_place(plan: &Plan, command: &Command) -> InPlace {
     };
     // Nothing is blocked for a wait here: the command gets the mask this process has.
     prepared.caller_mask = SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty());
-    match confine::exec(&prepared, plan, confine::Session::Detach) {
+    match confine::exec(&prepared, plan, confine::Session::Detach, None) {
         Ok(never) => match never {},
         Err(e) => InPlace::Failed(e),
     }
@@ -425,14 +429,41 @@ impl Prepared {
         check: Option<Check<'_>>,
     ) -> Result<Outcome, EnforceError> {
         let channel = Channel::new()?;
+        let link = plan
+            .socket_broker
+            .as_ref()
+            .map(|_| broker::Link::new())
+            .transpose()?;
         self.block_caller_signals()?;
         let this: &Prepared = &self;
         let reporter = channel.reporter();
         let first = spawn(reporter, Parent::Pid(getpid()), || {
             this.leave_gate_to_parent();
-            confine::exec(this, plan, confine::Session::New)
+            confine::exec(
+                this,
+                plan,
+                confine::Session::New,
+                link.as_ref().map(broker::Link::command_end),
+            )
         });
         let reader = channel.into_reader();
+        // The caller is outside the command's Landlock domain and its parent: it runs the
+        // broker on a thread until the command ends.
+        let broker = match (link, &plan.socket_broker, &first) {
+            (Some(link), Some(b), Ok(child)) => {
+                match BrokerThread::start(link.into_broker_end(), b.allowed.clone().into()) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        // Nothing may run unbrokered: the command's process goes.
+                        let _ = kill(*child, Signal::SIGKILL);
+                        let _ = waitpid(*child, None);
+                        let _ = self.restore_caller_signals();
+                        return Err(e);
+                    }
+                }
+            }
+            _ => None,
+        };
         if let (Ok(child), Some(_)) = (&first, &self.gate) {
             // It sets itself up while the caller checks; it waits at the gate anyway.
             self.run_beside(*child);
@@ -441,7 +472,9 @@ impl Prepared {
             caller: true,
             parent_of_command: true,
         };
-        self.conclude(first, reader, check, hop)
+        let outcome = self.conclude(first, reader, check, hop);
+        drop(broker);
+        outcome
     }
 
     /// Once the sandbox's first process is started: runs `check` (if any) meanwhile and opens
@@ -513,6 +546,40 @@ impl Prepared {
         self.caller_mask
             .thread_set_mask()
             .map_err(|e| EnforceError::os(Layer::Process, "restoring the signal mask", e))
+    }
+}
+
+/// The landlock-only shape's broker, on a thread of the caller. Dropped once the command has
+/// ended: the thread stops and closes the listener, and whatever the command left running
+/// then fails to connect (`ENOSYS`) instead of connecting unchecked.
+struct BrokerThread {
+    stop: Option<OwnedFd>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BrokerThread {
+    fn start(link: OwnedFd, allowed: broker::Allowlist) -> Result<BrokerThread, EnforceError> {
+        let (stop_read, stop) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| EnforceError::os(Layer::SocketBroker, "creating the stop pipe", e))?;
+        let thread = std::thread::Builder::new()
+            .name("socket-broker".into())
+            .spawn(move || broker::serve(link, allowed, Some(stop_read)))
+            .map_err(|e| {
+                EnforceError::new(Layer::SocketBroker, format!("starting the broker: {e}"))
+            })?;
+        Ok(BrokerThread {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for BrokerThread {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
