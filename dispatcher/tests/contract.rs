@@ -486,19 +486,15 @@ fn broken_policies_fail_on_the_right_probes() {
     }
     assert!(f[&key("chat", "linux", "live")].is_empty());
 
-    // The Linux ways-out list off: the session bus and the tmux server become reachable;
-    // abstract sockets, signals, ptrace, /proc and TIOCSTI stay closed (other layers).
+    // The Linux ways-out list off: nothing masks the session bus's and the tmux server's
+    // folders, yet the servers stay out of reach (the socket broker refuses every pathname
+    // socket off the allowlist), and so do abstract sockets, signals, ptrace, /proc and
+    // TIOCSTI (other layers).
     let r = broken(&b, "open-ways-out");
     let f = failures(&r);
-    assert_eq!(
-        f[&key("chat", "linux", "live")],
-        set(&["session-bus", "tmux-server"])
-    );
+    assert!(f[&key("chat", "linux", "live")].is_empty());
     for launch in ["agent-step", "scripted-step"] {
-        assert_eq!(
-            f[&key(launch, "linux", "live")],
-            set(&["step-session-bus", "step-tmux-server"])
-        );
+        assert!(f[&key(launch, "linux", "live")].is_empty(), "{launch}");
         assert!(f[&key(launch, "macos", "evaluated")].is_empty());
     }
     assert!(f[&key("chat", "macos", "evaluated")].is_empty());
@@ -506,7 +502,8 @@ fn broken_policies_fail_on_the_right_probes() {
     // The runtime grant widened to the whole state root: for macOS exactly the probes that
     // guard the state root fail. On Linux the enforcer refuses to run that policy at all (a
     // read-only grant nested in a grant that is a whole protected root cannot be enforced
-    // here: gaps-break-policy), so nothing runs — closed, and reported as a failure.
+    // here: gaps-break-policy; nor can the refused-path keeper, whose registry would lie open),
+    // so nothing runs — closed, and reported as a failure.
     let (r, out) = b.json(&["--all", "--cli", "claude", "--break-policy", "widen-grant"]);
     assert_eq!(out.status.code(), Some(1));
     let cols = r["columns"].as_array().unwrap();
@@ -525,8 +522,12 @@ fn broken_policies_fail_on_the_right_probes() {
                 let e = c["error"]
                     .as_str()
                     .unwrap_or_else(|| panic!("{launch}: ran: {c}"));
+                // Refused by the planner (gaps-break-policy) or, before it, by the check
+                // that the mask registry lies under a protected root (the widened grant
+                // opens the whole state root): either way nothing ran.
                 assert!(
-                    e.contains("refused") && e.contains("nothing was run"),
+                    (e.contains("refused") || e.contains("lies under no protected root"))
+                        && e.contains("nothing was run"),
                     "{launch}: {e}"
                 );
             }

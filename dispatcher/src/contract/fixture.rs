@@ -403,7 +403,7 @@ impl Layout {
             let mut changed: Vec<&str> = Vec::new();
             if matches!(
                 r.probe.op,
-                ProbeOp::Delete | ProbeOp::Rename | ProbeOp::RenameFolder | ProbeOp::Create
+                ProbeOp::Delete | ProbeOp::Rename | ProbeOp::Create
             ) {
                 changed.push(&r.target);
             }

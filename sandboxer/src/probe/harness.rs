@@ -185,7 +185,6 @@ pub fn supported_live(op: ProbeOp, host: Target) -> bool {
                 | ProbeOp::Create
                 | ProbeOp::Delete
                 | ProbeOp::Rename
-                | ProbeOp::RenameFolder
                 | ProbeOp::Link
                 | ProbeOp::SymlinkFollow
                 | ProbeOp::Exec
@@ -246,7 +245,7 @@ fn act(op: ProbeOp, target: &str, arg: &str, token: &str, o: &mut ProbeOutcome) 
             Ok(())
         }
         ProbeOp::Delete => fs::remove_file(target),
-        ProbeOp::Rename | ProbeOp::RenameFolder => fs::rename(target, arg),
+        ProbeOp::Rename => fs::rename(target, arg),
         ProbeOp::Link => fs::hard_link(target, arg),
         ProbeOp::Exec => {
             let mut cmd = Command::new(target);

@@ -128,7 +128,6 @@ ops! {
     Create = "create",
     Delete = "delete",
     Rename = "rename",
-    RenameFolder = "rename-folder",
     Link = "link",
     SymlinkFollow = "symlink-follow",
     Exec = "exec",
@@ -162,9 +161,6 @@ impl ProbeOp {
             }
             ProbeOp::Delete => "unlink the target file",
             ProbeOp::Rename => "rename the target to `arg`",
-            ProbeOp::RenameFolder => {
-                "rename the target folder to `arg` (moving every path beneath it)"
-            }
             ProbeOp::Link => "hard-link the target at `arg`",
             ProbeOp::SymlinkFollow => {
                 "make a symlink at `arg` pointing to the target, read through it"
@@ -210,7 +206,7 @@ impl ProbeOp {
     /// What `arg` names and why, for the operations that take one (it is then required).
     pub fn arg(self) -> Option<(Operand, &'static str)> {
         match self {
-            ProbeOp::Rename | ProbeOp::RenameFolder => Some((Operand::Path, "the new name")),
+            ProbeOp::Rename => Some((Operand::Path, "the new name")),
             ProbeOp::Link => Some((Operand::Path, "the new link")),
             ProbeOp::SymlinkFollow => Some((Operand::Path, "where the symlink is made")),
             ProbeOp::Exec => Some((Operand::Path, "the file the program writes the token into")),
@@ -231,7 +227,6 @@ impl ProbeOp {
                 (Setup::File, Setup::Absent)
             }
             ProbeOp::List => (Setup::Dir, Setup::None),
-            ProbeOp::RenameFolder => (Setup::Dir, Setup::Absent),
             ProbeOp::Create => (Setup::Absent, Setup::None),
             ProbeOp::Exec => (Setup::Script, Setup::Absent),
             ProbeOp::ConnectUnix => (Setup::Listener, Setup::None),
@@ -258,7 +253,7 @@ impl ProbeOp {
             ProbeOp::Write => Evidence::TokenInTarget,
             ProbeOp::Create => Evidence::CreatedWithToken,
             ProbeOp::Delete => Evidence::TargetGone,
-            ProbeOp::Rename | ProbeOp::RenameFolder => Evidence::Moved,
+            ProbeOp::Rename => Evidence::Moved,
             ProbeOp::Link => Evidence::SameInode,
             ProbeOp::Exec | ProbeOp::TmuxCommand => Evidence::TokenInArg,
             ProbeOp::ConnectUnix | ProbeOp::ConnectAbstract => Evidence::ListenerGotToken,
@@ -303,7 +298,7 @@ impl ProbeOp {
             ProbeOp::Write => vec![Path("file-write-data", t())],
             ProbeOp::Create => vec![Path("file-write-create", t())],
             ProbeOp::Delete => vec![Path("file-write-unlink", t())],
-            ProbeOp::Rename | ProbeOp::RenameFolder => vec![
+            ProbeOp::Rename => vec![
                 Path("file-write-unlink", t()),
                 Path("file-write-create", a()),
             ],
