@@ -26,6 +26,9 @@ pub struct Observed {
     pub traced: Option<String>,
     /// The marker in the outside process's environment.
     pub env_marker: String,
+    /// The marker in the kernel objects the runner shares with the outside (empty where
+    /// there are none).
+    pub shared_marker: String,
 }
 
 /// The decision for one probe in one run.
@@ -210,6 +213,16 @@ pub fn decide(
             Some(s) => (true, format!("outside process: {}", s.trim())),
             None => (false, "outside process was never traced".into()),
         }),
+        Evidence::SharedMarkerInOutput => {
+            let b = !obs.shared_marker.is_empty() && output.contains(&obs.shared_marker);
+            Ok((
+                b,
+                format!(
+                    "the shared object's marker {}in what was read",
+                    if b { "" } else { "not " }
+                ),
+            ))
+        }
         Evidence::OutsideEnvMarkerInOutput => {
             let b = !obs.env_marker.is_empty() && output.contains(&obs.env_marker);
             Ok((
@@ -258,6 +271,7 @@ pub fn decide(
                 Evidence::TargetMarkerInOutput
                     | Evidence::ArgMarkerInOutput
                     | Evidence::OutsideEnvMarkerInOutput
+                    | Evidence::SharedMarkerInOutput
             ) && outcome.and_then(|o| o.bytes).unwrap_or(0) > 0 =>
         {
             Some("the harness says it read bytes, but not the marker".to_string())

@@ -297,6 +297,12 @@ impl Layout {
             Some(fx) => {
                 put("outside_pid", fx.outside.pid.to_string());
                 put("tty", s(&fx.pty.path));
+                #[cfg(target_os = "linux")]
+                {
+                    put("sysv_shm", fx.shared.shm_id.to_string());
+                    put("dev_shm_file", s(&fx.shared.dev_shm_file));
+                    put("session_key", fx.shared.key_description.clone());
+                }
             }
             None => {
                 put("outside_pid", "(a process outside the sandbox)".into());
@@ -672,6 +678,9 @@ pub struct Fixtures {
     pub tmux: Option<Tmux>,
     pub pty: Pty,
     pub listeners: Listeners,
+    /// Kernel objects shared with the outside, each holding a marker.
+    #[cfg(target_os = "linux")]
+    pub shared: super::shared::Shared,
 }
 
 impl Fixtures {
@@ -682,6 +691,8 @@ impl Fixtures {
             tmux: Tmux::start(layout)?,
             pty: Pty::open()?,
             listeners: Listeners::new(&format!("agentworks-contract-{}", layout.invocation))?,
+            #[cfg(target_os = "linux")]
+            shared: super::shared::Shared::create(&layout.invocation)?,
         })
     }
 }

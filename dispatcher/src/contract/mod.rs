@@ -20,6 +20,8 @@ pub mod mutate;
 pub mod own_sandbox;
 pub mod report;
 pub mod served;
+#[cfg(target_os = "linux")]
+pub mod shared;
 pub mod vars;
 
 use std::collections::BTreeMap;
@@ -717,6 +719,10 @@ impl Runner<'_> {
             signalled: fx.outside.signalled(),
             traced: fx.outside.traced(),
             env_marker: fx.outside.marker.clone(),
+            #[cfg(target_os = "linux")]
+            shared_marker: fx.shared.marker.clone(),
+            #[cfg(not(target_os = "linux"))]
+            shared_marker: String::new(),
         };
         let mut judged = Vec::new();
         for r in &resolved {

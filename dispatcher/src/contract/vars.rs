@@ -109,6 +109,18 @@ pub const VARIABLES: &[Variable] = &[
         "the socket of a real tmux server the runner starts ($TMUX_TMPDIR in a temp folder)",
     ),
     both(
+        "sysv_shm",
+        "the id of a System V shared memory segment the runner made outside, holding a marker",
+    ),
+    both(
+        "dev_shm_file",
+        "a file the runner made in /dev/shm (POSIX shared memory), holding a marker",
+    ),
+    both(
+        "session_key",
+        "the description of a key in the runner's session keyring, holding a marker",
+    ),
+    both(
         "abstract_socket",
         "the name of an abstract Unix socket the runner listens on",
     ),

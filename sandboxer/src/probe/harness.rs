@@ -279,7 +279,84 @@ fn act(op: ProbeOp, target: &str, arg: &str, token: &str, o: &mut ProbeOutcome) 
         ProbeOp::MachLookup | ProbeOp::AppleEvent | ProbeOp::Lsopen | ProbeOp::OpenCopy => {
             Err(io::Error::new(io::ErrorKind::Unsupported, "evaluated only"))
         }
+        ProbeOp::ShmRead => read_into(Path::new(target), o),
+        ProbeOp::SysvAttach => sysv_attach(target, o),
+        ProbeOp::KeyRead => key_read(target, o),
     }
+}
+
+/// Attaches the segment `target` (its id) read-only and reads it up to its first NUL.
+fn sysv_attach(target: &str, o: &mut ProbeOutcome) -> io::Result<()> {
+    let id: libc::c_int = target.parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{target:?} is not a segment id"),
+        )
+    })?;
+    // SAFETY: attaches read-only and reads within its first page (a segment is at least one
+    // page long) before detaching it.
+    unsafe {
+        let at = libc::shmat(id, std::ptr::null(), libc::SHM_RDONLY);
+        if at as isize == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        let bytes = std::slice::from_raw_parts(at.cast::<u8>(), OUTPUT_LIMIT.min(4096));
+        let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+        o.bytes = Some(end as u64);
+        o.output = Some(String::from_utf8_lossy(&bytes[..end]).into_owned());
+        libc::shmdt(at);
+    }
+    Ok(())
+}
+
+/// Finds the `user` key described by `target` in the session keyring and reads its payload.
+#[cfg(target_os = "linux")]
+fn key_read(target: &str, o: &mut ProbeOutcome) -> io::Result<()> {
+    const KEYCTL_SEARCH: libc::c_long = 10;
+    const KEYCTL_READ: libc::c_long = 11;
+    const KEY_SPEC_SESSION_KEYRING: libc::c_long = -3;
+    let desc = std::ffi::CString::new(target)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the description"))?;
+    // SAFETY: the strings outlive the call.
+    let key = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_SEARCH,
+            KEY_SPEC_SESSION_KEYRING,
+            c"user".as_ptr(),
+            desc.as_ptr(),
+            0,
+        )
+    };
+    if key < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = vec![0u8; OUTPUT_LIMIT];
+    // SAFETY: `buf` is writable for its length, which is passed.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_READ,
+            key,
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate((n as usize).min(OUTPUT_LIMIT));
+    o.bytes = Some(buf.len() as u64);
+    o.output = Some(String::from_utf8_lossy(&buf).into_owned());
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn key_read(_: &str, _: &mut ProbeOutcome) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "no kernel keyrings here",
+    ))
 }
 
 fn pid(target: &str) -> io::Result<libc::pid_t> {

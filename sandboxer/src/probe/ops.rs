@@ -78,6 +78,9 @@ pub enum Evidence {
     OutsideTraced,
     /// The harness's output holds the marker in the outside process's environment.
     OutsideEnvMarkerInOutput,
+    /// The harness's output holds the marker of the kernel objects the runner shares with the
+    /// outside (a System V segment, a `/dev/shm` file, a session-keyring key).
+    SharedMarkerInOutput,
     /// The runner read the probe's token back from the terminal's input queue.
     TokenFromTerminal,
     /// No live evidence here: decided by evaluating the macOS profile (run live on a Mac by
@@ -143,6 +146,9 @@ ops! {
     AppleEvent = "apple-event",
     Lsopen = "lsopen",
     OpenCopy = "open-copy",
+    SysvAttach = "sysv-attach",
+    ShmRead = "shm-read",
+    KeyRead = "key-read",
 }
 
 impl ProbeOp {
@@ -188,6 +194,13 @@ impl ProbeOp {
             ProbeOp::OpenCopy => {
                 "run a copy of /usr/bin/open placed at `arg` on the target (macOS)"
             }
+            ProbeOp::SysvAttach => {
+                "attach the System V shared memory segment whose id is the target, read-only, and read it"
+            }
+            ProbeOp::ShmRead => "open and read the target, a file the runner made in /dev/shm",
+            ProbeOp::KeyRead => {
+                "find the key described by the target in the session keyring and read it"
+            }
         }
     }
 
@@ -198,7 +211,11 @@ impl ProbeOp {
                 Operand::Pid
             }
             ProbeOp::Tiocsti => Operand::Tty,
-            ProbeOp::ConnectAbstract | ProbeOp::MachLookup | ProbeOp::AppleEvent => Operand::Name,
+            ProbeOp::ConnectAbstract
+            | ProbeOp::MachLookup
+            | ProbeOp::AppleEvent
+            | ProbeOp::SysvAttach
+            | ProbeOp::KeyRead => Operand::Name,
             _ => Operand::Path,
         }
     }
@@ -240,7 +257,10 @@ impl ProbeOp {
             | ProbeOp::MachLookup
             | ProbeOp::AppleEvent
             | ProbeOp::Lsopen
-            | ProbeOp::OpenCopy => (Setup::None, Setup::None),
+            | ProbeOp::OpenCopy
+            | ProbeOp::SysvAttach
+            | ProbeOp::ShmRead
+            | ProbeOp::KeyRead => (Setup::None, Setup::None),
         }
     }
 
@@ -260,6 +280,9 @@ impl ProbeOp {
             ProbeOp::Signal => Evidence::OutsideSignalled,
             ProbeOp::Ptrace => Evidence::OutsideTraced,
             ProbeOp::ProcEnviron => Evidence::OutsideEnvMarkerInOutput,
+            ProbeOp::SysvAttach | ProbeOp::ShmRead | ProbeOp::KeyRead => {
+                Evidence::SharedMarkerInOutput
+            }
             ProbeOp::Tiocsti => Evidence::TokenFromTerminal,
             ProbeOp::MachLookup | ProbeOp::AppleEvent | ProbeOp::Lsopen | ProbeOp::OpenCopy => {
                 Evidence::EvaluatedOnly
@@ -278,6 +301,7 @@ impl ProbeOp {
                 | Evidence::ArgMarkerInOutput
                 | Evidence::MarkerInListing
                 | Evidence::OutsideEnvMarkerInOutput
+                | Evidence::SharedMarkerInOutput
                 | Evidence::EvaluatedOnly
         )
     }
@@ -329,7 +353,10 @@ impl ProbeOp {
             | ProbeOp::ProcRoot
             | ProbeOp::ProcEnviron
             | ProbeOp::Tiocsti
-            | ProbeOp::TmuxCommand => return None,
+            | ProbeOp::TmuxCommand
+            | ProbeOp::SysvAttach
+            | ProbeOp::ShmRead
+            | ProbeOp::KeyRead => return None,
         })
     }
 }
