@@ -303,10 +303,25 @@ impl Layout {
                     put("dev_shm_file", s(&fx.shared.dev_shm_file));
                     put("session_key", fx.shared.key_description.clone());
                 }
+                #[cfg(not(target_os = "linux"))]
+                {
+                    put("sysv_shm", "(Linux only)".into());
+                    put("dev_shm_file", "(Linux only)".into());
+                    put("session_key", "(Linux only)".into());
+                }
             }
             None => {
                 put("outside_pid", "(a process outside the sandbox)".into());
                 put("tty", "(the caller's terminal)".into());
+                put("sysv_shm", "(a System V segment the runner makes)".into());
+                put(
+                    "dev_shm_file",
+                    "(a file the runner makes in /dev/shm)".into(),
+                );
+                put(
+                    "session_key",
+                    "(a key in the runner's session keyring)".into(),
+                );
             }
         }
         m
