@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use dispatcher::server::auth;
 use serde_json::{Value, json};
 
@@ -1113,6 +1115,38 @@ fn free_port() -> u16 {
 /// the real server; the token alone, without a proof, is refused.
 #[test]
 fn a_squatter_on_the_servers_port_gets_no_token_and_nothing_that_authenticates() {
+    const AS_USER: &str = "SERVER_SQUATTER_TEST_AS_USER";
+    const NAME: &str =
+        "a_squatter_on_the_servers_port_gets_no_token_and_nothing_that_authenticates";
+    squatter_gets_nothing();
+    if std::env::var_os(AS_USER).is_some() || !common::is_root() {
+        // The copy run as the test user, or a run by an unprivileged user directly.
+        return;
+    }
+    // The same as the unprivileged test user: the squatter is a process of that uid.
+    assert!(
+        common::user_ids().is_some(),
+        "user {} is missing: run scripts/setup-test-env.sh",
+        common::TEST_USER
+    );
+    let out = common::as_test_user(std::env::current_exe().unwrap())
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env(AS_USER, "1")
+        .current_dir("/")
+        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .output()
+        .unwrap();
+    let t = common::text(&out);
+    assert!(out.status.success(), "as {}: {t}", common::TEST_USER);
+    assert!(
+        t.contains("1 passed"),
+        "as {}: the test did not run: {t}",
+        common::TEST_USER
+    );
+}
+
+fn squatter_gets_nothing() {
     let w = World::new();
     w.workflows(&["w1"]);
     w.chats(&["c1"]);
