@@ -16,6 +16,15 @@ pub struct IdError {
 
 const MAX_LEN: usize = 64;
 
+/// `bytes` random bytes from the kernel, as lower-case hex: server tokens, a state root's id,
+/// handshake nonces, the contract's invocation ids.
+pub fn random_hex(bytes: usize) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut buf = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 fn validate(kind: &'static str, value: &str) -> Result<(), IdError> {
     let err = |why| {
         Err(IdError {

@@ -661,12 +661,7 @@ fn holds_exactly(path: &Path, data: &[u8], mode: u32) -> bool {
 
 /// 32 random bytes from the OS, hex-encoded.
 fn random_token() -> Result<String, StateError> {
-    let path = Path::new("/dev/urandom");
-    let mut bytes = [0u8; 32];
-    File::open(path)
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(io_err(path, "cannot read"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::ids::random_hex(32).map_err(io_err(Path::new("/dev/urandom"), "cannot read"))
 }
 
 #[cfg(test)]

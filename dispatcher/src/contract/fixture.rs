@@ -36,11 +36,7 @@ fn io_err(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> ContractErr
 
 /// Random hex from the kernel.
 pub fn random_hex(bytes: usize) -> Result<String, ContractError> {
-    let mut buf = vec![0u8; bytes];
-    fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .map_err(io_err("reading /dev/urandom"))?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+    crate::ids::random_hex(bytes).map_err(io_err("reading /dev/urandom"))
 }
 
 /// Which launch a set of variables describes.

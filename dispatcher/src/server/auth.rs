@@ -45,10 +45,7 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// A fresh random nonce, as hex.
 pub fn new_nonce() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; NONCE_BYTES];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(hex(&bytes))
+    crate::ids::random_hex(NONCE_BYTES)
 }
 
 /// Whether `s` looks like a nonce: exactly [`NONCE_BYTES`] bytes of lower-case hex.
