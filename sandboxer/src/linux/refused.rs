@@ -108,7 +108,7 @@ fn stage(
     let (staging, staging_path) = open_staging(&dir, parent).map_err(|e| fail("staging", e))?;
     let temp = OsStr::new(&format!(
         ".new-{}",
-        random_hex().map_err(|e| fail("random", e))?
+        keeper::random_hex().map_err(|e| fail("random", e))?
     ))
     .to_owned();
     let staged = staging_path.join(&temp);
@@ -306,14 +306,4 @@ fn unlinkat(dir: &OwnedFd, name: &OsStr, flags: libc::c_int) -> io::Result<()> {
 fn c(name: &OsStr) -> io::Result<CString> {
     CString::new(name.as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the name"))
-}
-
-fn random_hex() -> io::Result<String> {
-    let mut bytes = [0u8; 12];
-    // SAFETY: the buffer outlives the call and its length is passed.
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if n != bytes.len() as isize {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

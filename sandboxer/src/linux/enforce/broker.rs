@@ -151,6 +151,19 @@ pub(super) type Allowlist = Arc<[PathBuf]>;
 /// sandbox only slows itself down).
 const MAX_WAITING: usize = 64;
 
+/// Runs [`serve`] on a thread of its own, in a process outside the command's Landlock domain
+/// and an ancestor of every confined process (PID 1, or the landlock-only shape's caller).
+pub(super) fn spawn(
+    link: OwnedFd,
+    allowed: Allowlist,
+    stop: Option<OwnedFd>,
+) -> Result<std::thread::JoinHandle<()>, EnforceError> {
+    std::thread::Builder::new()
+        .name("socket-broker".into())
+        .spawn(move || serve(link, allowed, stop))
+        .map_err(|e| EnforceError::new(Layer::SocketBroker, format!("starting the broker: {e}")))
+}
+
 /// Receives the listener over `link` and answers every notification until no confined process
 /// is left (or `stop` becomes readable or hangs up). Errors end the broker: the sandbox's
 /// connects then fail (`ENOSYS`) instead of passing unchecked.

@@ -45,10 +45,9 @@ use nix::sys::signal::Signal;
 use nix::sys::stat::{SFlag, fstat};
 
 use super::error::{EnforceError, Layer};
+use super::mounts::Scratch;
 use super::sys::{self, Dir};
 use crate::linux::plan::{MountStep, Plan};
-
-const HIDDEN: u64 = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
 
 /// The registry's lock file: shared by launches while they register, exclusive for a write.
 pub(crate) const LOCK: &str = ".lock";
@@ -103,7 +102,7 @@ pub(super) fn register(plan: &Plan) -> Result<Option<Registration>, EnforceError
         .map_err(|e| os_err(format_args!("opening {}/{LOCK}", registry.display()), e))?;
     flock(&registry_lock, libc::LOCK_SH)
         .map_err(|e| os_err(format_args!("locking {}/{LOCK}", registry.display()), e))?;
-    let id = random_id()?;
+    let id = random_hex().map_err(|e| err(format_args!("getrandom: {e}")))?;
     let alive_name = CString::new(format!("{id}.{ALIVE_EXT}")).expect("hex");
     let alive = create_at(&dir, &alive_name, libc::O_EXCL)
         .map_err(|e| os_err("creating the sandbox's lock file", e))?;
@@ -148,7 +147,7 @@ pub(super) fn start(
     kept: Vec<Kept>,
     plan: &Plan,
 ) -> Result<OwnedFd, EnforceError> {
-    let scratch = Scratch::new()?;
+    let mut scratch = Scratch::default();
     let guarded = Guarded {
         kept,
         refused_in: plan
@@ -176,7 +175,7 @@ pub(super) fn start(
             drop(registry_lock);
             let code = match keeper_setup() {
                 Ok(()) => {
-                    serve(&listener, &guarded, &scratch);
+                    serve(&listener, &guarded, &mut scratch);
                     0
                 }
                 Err(_) => 125,
@@ -205,7 +204,7 @@ fn keeper_setup() -> Result<(), EnforceError> {
 }
 
 /// Step 4: answers requests, one per connection, until the sandbox ends.
-fn serve(listener: &UnixListener, guarded: &Guarded, scratch: &Scratch) {
+fn serve(listener: &UnixListener, guarded: &Guarded, scratch: &mut Scratch) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
         let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
@@ -226,7 +225,7 @@ struct Guarded {
     refused_in: Vec<PathBuf>,
 }
 
-fn answer(line: &[u8], guarded: &Guarded, scratch: &Scratch) -> String {
+fn answer(line: &[u8], guarded: &Guarded, scratch: &mut Scratch) -> String {
     let Some(path) = line
         .strip_suffix(b"\n")
         .and_then(|l| l.strip_prefix(b"mask "))
@@ -261,7 +260,7 @@ fn answer(line: &[u8], guarded: &Guarded, scratch: &Scratch) -> String {
 }
 
 /// Mounts a mask on the entry `name` beneath the captured staging folder.
-fn mask(staging: &OwnedFd, name: &[u8], scratch: &Scratch) -> Result<(), String> {
+fn mask(staging: &OwnedFd, name: &[u8], scratch: &mut Scratch) -> Result<(), String> {
     if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
         return Err("not a plain name".into());
     }
@@ -270,44 +269,13 @@ fn mask(staging: &OwnedFd, name: &[u8], scratch: &Scratch) -> Result<(), String>
         .map_err(|e| format!("opening the staged entry: {e}"))?;
     let st = fstat(&target).map_err(|e| format!("stat: {e}"))?;
     let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
-    let mask = if kind == SFlag::S_IFDIR {
-        sys::new_tmpfs(c"0", HIDDEN | libc::MOUNT_ATTR_RDONLY)
-            .map_err(|e| format!("a mode-000 tmpfs: {e}"))?
-    } else if kind == SFlag::S_IFREG {
-        scratch.empty_file()?
-    } else {
+    if kind != SFlag::S_IFDIR && kind != SFlag::S_IFREG {
         return Err("the staged entry is neither a file nor a folder".into());
-    };
+    }
+    let mask = scratch
+        .refusal_mask(kind == SFlag::S_IFDIR)
+        .map_err(|e| e.to_string())?;
     sys::move_mount(&mask, &target).map_err(|e| format!("mounting the mask: {e}"))
-}
-
-/// A never-attached tmpfs holding one empty mode-000 file, cloned over staged files.
-struct Scratch {
-    mnt: OwnedFd,
-}
-
-impl Scratch {
-    const NAME: &'static CStr = c"empty";
-
-    fn new() -> Result<Scratch, EnforceError> {
-        let mnt =
-            sys::new_tmpfs(c"0755", HIDDEN).map_err(|e| os_err("creating a scratch tmpfs", e))?;
-        sys::open_no_symlinks(
-            Dir::Fd(&mnt),
-            Self::NAME,
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
-        )
-        .map_err(|e| os_err("creating the empty file", e))?;
-        Ok(Scratch { mnt })
-    }
-
-    fn empty_file(&self) -> Result<OwnedFd, String> {
-        let file = sys::clone_entry(&self.mnt, Self::NAME)
-            .map_err(|e| format!("cloning the empty file: {e}"))?;
-        sys::mount_setattr(&file, libc::MOUNT_ATTR_RDONLY | HIDDEN, false)
-            .map_err(|e| format!("making the empty file read-only: {e}"))?;
-        Ok(file)
-    }
 }
 
 /// Connects to a keeper's socket and asks it to mask `staged`. `Ok(true)`: masked; `Ok(false)`:
@@ -336,16 +304,7 @@ fn in_dir(dir: &OwnedFd, name: &str) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()))
 }
 
-pub(crate) fn flock(fd: &OwnedFd, how: libc::c_int) -> Result<(), Errno> {
-    loop {
-        // SAFETY: `fd` is an open descriptor owned by the caller.
-        match Errno::result(unsafe { libc::flock(fd.as_raw_fd(), how) }) {
-            Ok(_) => return Ok(()),
-            Err(Errno::EINTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
+pub(crate) use super::sys::flock;
 
 /// Opens (creating it, mode 0600, when missing) the file `name` in `dir`, read-write.
 fn create_at(dir: &OwnedFd, name: &CStr, extra: libc::c_int) -> Result<OwnedFd, Errno> {
@@ -359,12 +318,13 @@ fn create_at(dir: &OwnedFd, name: &CStr, extra: libc::c_int) -> Result<OwnedFd, 
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
 
-fn random_id() -> Result<String, EnforceError> {
+/// 12 random bytes as hex: a keeper's id in the registry, a staged entry's name.
+pub(crate) fn random_hex() -> std::io::Result<String> {
     let mut bytes = [0u8; 12];
     // SAFETY: the buffer outlives the call and its length is passed.
     let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
     if n != bytes.len() as isize {
-        return Err(os_err("getrandom", Errno::last()));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

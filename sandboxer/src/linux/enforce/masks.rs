@@ -139,16 +139,8 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
         )
     })?;
     if let (Some(link), Some(b)) = (link, &plan.socket_broker) {
-        // PID 1 is outside the command's Landlock domain and an ancestor of every process
-        // inside; the broker lives as long as it does, which is as long as the sandbox.
-        let allowed: broker::Allowlist = b.allowed.clone().into();
-        let end = link.into_broker_end();
-        std::thread::Builder::new()
-            .name("socket-broker".into())
-            .spawn(move || broker::serve(end, allowed, None))
-            .map_err(|e| {
-                EnforceError::new(Layer::SocketBroker, format!("starting the broker: {e}"))
-            })?;
+        // The broker lives as long as PID 1, which is as long as the sandbox.
+        broker::spawn(link.into_broker_end(), b.allowed.clone().into(), None)?;
     }
     let hop = Hop {
         caller: false,

@@ -561,12 +561,7 @@ impl BrokerThread {
     fn start(link: OwnedFd, allowed: broker::Allowlist) -> Result<BrokerThread, EnforceError> {
         let (stop_read, stop) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| EnforceError::os(Layer::SocketBroker, "creating the stop pipe", e))?;
-        let thread = std::thread::Builder::new()
-            .name("socket-broker".into())
-            .spawn(move || broker::serve(link, allowed, Some(stop_read)))
-            .map_err(|e| {
-                EnforceError::new(Layer::SocketBroker, format!("starting the broker: {e}"))
-            })?;
+        let thread = broker::spawn(link, allowed, Some(stop_read))?;
         Ok(BrokerThread {
             stop: Some(stop),
             thread: Some(thread),

@@ -80,9 +80,18 @@ fn seal(covers: &[CoverMount]) -> Result<(), EnforceError> {
 }
 
 /// A failure inside one step, before the step is named.
-struct StepError {
+pub(super) struct StepError {
     what: String,
     errno: Option<Errno>,
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.errno {
+            Some(errno) => write!(f, "{}: {}", self.what, errno.desc()),
+            None => f.write_str(&self.what),
+        }
+    }
 }
 
 fn fail(what: impl Into<String>, errno: Errno) -> StepError {
@@ -291,24 +300,30 @@ fn refuse(path: &Path, scratch: &mut Scratch) -> Result<(), StepError> {
         }
         Err(e) => return Err(fail("opening it", e)),
     };
-    let mask = if is_folder(&stat(&target, path)?) {
-        sys::new_tmpfs(c"0", HIDDEN | libc::MOUNT_ATTR_RDONLY)
-            .map_err(|e| fail("creating the mode-000 tmpfs", e))?
-    } else {
-        scratch.empty_file()?
-    };
+    let mask = scratch.refusal_mask(is_folder(&stat(&target, path)?))?;
     sys::move_mount(&mask, &target).map_err(|e| fail("mounting over it (move_mount)", e))
 }
 
 /// A private, never-attached tmpfs holding one empty mode-000 file, cloned over covered and
-/// refused files.
+/// refused files (here, and by the mask keeper over staged ones).
 #[derive(Default)]
-struct Scratch {
+pub(super) struct Scratch {
     mnt: Option<OwnedFd>,
 }
 
 impl Scratch {
     const NAME: &'static CStr = c"empty";
+
+    /// What a refusal mounts: an empty read-only tmpfs of mode 000 over a folder, a read-only
+    /// clone of the empty file over anything else.
+    pub(super) fn refusal_mask(&mut self, folder: bool) -> Result<OwnedFd, StepError> {
+        if folder {
+            sys::new_tmpfs(c"0", HIDDEN | libc::MOUNT_ATTR_RDONLY)
+                .map_err(|e| fail("creating the mode-000 tmpfs", e))
+        } else {
+            self.empty_file()
+        }
+    }
 
     /// A read-only clone of the empty file, ready to be mounted over something.
     fn empty_file(&mut self) -> Result<OwnedFd, StepError> {

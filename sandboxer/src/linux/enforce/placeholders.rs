@@ -153,14 +153,7 @@ impl Placeholders {
             Err(Errno::ENOTDIR | Errno::ELOOP | Errno::EACCES | Errno::EPERM) => return Ok(true),
             Err(e) => return Err(err("opening it", e)),
         };
-        loop {
-            // SAFETY: `fd` is an open descriptor owned here.
-            match Errno::result(unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH) }) {
-                Ok(_) => break,
-                Err(Errno::EINTR) => continue,
-                Err(e) => return Err(err("flock", e)),
-            }
-        }
+        sys::flock(&fd, libc::LOCK_SH).map_err(|e| err("flock", e))?;
         let locked = nix::sys::stat::fstat(&fd).map_err(|e| err("fstat", e))?;
         match nix::sys::stat::lstat(path) {
             Ok(now) if (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino) => {}
@@ -252,8 +245,7 @@ impl Drop for Placeholders {
         for (parent, name, dev, ino) in candidates {
             if let Some(h) = self.held.iter().find(|h| (h.dev, h.ino) == (dev, ino)) {
                 // Exclusive only if no other launch holds it; held until this process is done.
-                // SAFETY: `h.fd` is an open descriptor owned by `self`.
-                if unsafe { libc::flock(h.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                if sys::flock(&h.fd, libc::LOCK_EX | libc::LOCK_NB).is_err() {
                     continue;
                 }
             }

@@ -215,6 +215,18 @@ fn fsconfig_string(fs: &OwnedFd, key: &CStr, value: &CStr) -> Result<(), Errno> 
     })
 }
 
+/// `flock(2)`, tried again when a signal interrupts it.
+pub(crate) fn flock(fd: &OwnedFd, how: libc::c_int) -> Result<(), Errno> {
+    loop {
+        // SAFETY: `fd` is an open descriptor owned by the caller.
+        match Errno::result(unsafe { libc::flock(fd.as_raw_fd(), how) }) {
+            Ok(_) => return Ok(()),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// `keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)`: this process gets a new, empty, anonymous
 /// session keyring in place of the one it inherited.
 pub(super) fn join_new_session_keyring() -> Result<(), Errno> {
