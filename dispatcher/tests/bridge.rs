@@ -1596,30 +1596,8 @@ fn the_bridge_never_resolves_through_another_mount_namespace() {
     }
     bridge_stays_in_its_own_mount_namespace();
     // The same as the unprivileged test user: its own rootless namespace, its own files.
-    assert!(
-        common::user_ids().is_some(),
-        "user {} is missing: run scripts/setup-test-env.sh",
-        common::TEST_USER
-    );
-    let exe = std::env::current_exe().unwrap();
-    let out = common::as_test_user(&exe)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env(AS_USER_ENV, "1")
-        .current_dir("/")
-        .args([
-            "the_bridge_never_resolves_through_another_mount_namespace",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .output()
-        .unwrap();
-    let t = common::text(&out);
-    assert!(out.status.success(), "as {}: {t}", common::TEST_USER);
-    assert!(
-        t.contains("1 passed"),
-        "as {}: the test did not run: {t}",
-        common::TEST_USER
+    common::rerun_as_test_user(
+        "the_bridge_never_resolves_through_another_mount_namespace",
+        AS_USER_ENV,
     );
 }

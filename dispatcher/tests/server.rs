@@ -1124,26 +1124,7 @@ fn a_squatter_on_the_servers_port_gets_no_token_and_nothing_that_authenticates()
         return;
     }
     // The same as the unprivileged test user: the squatter is a process of that uid.
-    assert!(
-        common::user_ids().is_some(),
-        "user {} is missing: run scripts/setup-test-env.sh",
-        common::TEST_USER
-    );
-    let out = common::as_test_user(std::env::current_exe().unwrap())
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env(AS_USER, "1")
-        .current_dir("/")
-        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
-        .output()
-        .unwrap();
-    let t = common::text(&out);
-    assert!(out.status.success(), "as {}: {t}", common::TEST_USER);
-    assert!(
-        t.contains("1 passed"),
-        "as {}: the test did not run: {t}",
-        common::TEST_USER
-    );
+    common::rerun_as_test_user(NAME, AS_USER);
 }
 
 fn squatter_gets_nothing() {

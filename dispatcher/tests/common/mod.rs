@@ -55,3 +55,27 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// Runs the test `name` of this test binary again as the unprivileged test user, with
+/// `marker` set in its environment (so the copy knows not to start another), and asserts that
+/// it ran and passed. For live tests that must hold for root and for a normal user alike.
+pub fn rerun_as_test_user(name: &str, marker: &str) {
+    assert!(
+        user_ids().is_some(),
+        "user {TEST_USER} is missing: run scripts/setup-test-env.sh"
+    );
+    let out = as_test_user(std::env::current_exe().unwrap())
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env(marker, "1")
+        .current_dir("/")
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "as {TEST_USER}: {t}");
+    assert!(
+        t.contains("1 passed"),
+        "as {TEST_USER}: the test did not run: {t}"
+    );
+}
