@@ -352,19 +352,7 @@ impl StateRoot {
             });
         }
         for (i, b) in config.folder_guard.blocked.iter().enumerate() {
-            let p = Path::new(b);
-            let ok = !b.is_empty()
-                && !b.contains('\0')
-                && p.is_relative()
-                && p.components()
-                    .all(|c| matches!(c, std::path::Component::Normal(_)));
-            if !ok {
-                return Err(StateError::BadConfig {
-                    path: config_path,
-                    field: format!("folder_guard.blocked[{i}]"),
-                    why: format!("{b:?} must be a relative path inside a workflow, without '..'"),
-                });
-            }
+            check_blocked(&config_path, i, b)?;
         }
         if let Some(d) = &config.docs_root
             && !d.is_absolute()
@@ -434,6 +422,17 @@ impl StateRoot {
             self.tmux_dir(),
             self.docs_root(),
         ]
+    }
+
+    /// Adds `rel` to the folder guard's list (refused inside every workflow) and saves it.
+    pub fn block_in_workflows(&mut self, rel: &str) -> Result<(), StateError> {
+        let blocked = &mut self.config.folder_guard.blocked;
+        check_blocked(&self.root.join("config.json"), blocked.len(), rel)?;
+        if !blocked.iter().any(|b| b == rel) {
+            blocked.push(rel.to_string());
+            self.write_config()?;
+        }
+        Ok(())
     }
 
     fn write_config(&self) -> Result<(), StateError> {
@@ -662,6 +661,24 @@ fn holds_exactly(path: &Path, data: &[u8], mode: u32) -> bool {
 /// 32 random bytes from the OS, hex-encoded.
 fn random_token() -> Result<String, StateError> {
     crate::ids::random_hex(32).map_err(io_err(Path::new("/dev/urandom"), "cannot read"))
+}
+
+/// A folder guard entry is a relative path inside a workflow, without `..`.
+fn check_blocked(config_path: &Path, i: usize, b: &str) -> Result<(), StateError> {
+    let p = Path::new(b);
+    let ok = !b.is_empty()
+        && !b.contains('\0')
+        && p.is_relative()
+        && p.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if ok {
+        return Ok(());
+    }
+    Err(StateError::BadConfig {
+        path: config_path.to_path_buf(),
+        field: format!("folder_guard.blocked[{i}]"),
+        why: format!("{b:?} must be a relative path inside a workflow, without '..'"),
+    })
 }
 
 #[cfg(test)]

@@ -290,14 +290,45 @@ fn whole_contract_passes(who: Who) {
             )
         );
     }
-    // No deny on this machine is vacuous: every probe's operation succeeded unconfined.
-    let vacuous: Vec<String> = cols
+    // No deny on this machine is vacuous: every probe's operation succeeded unconfined. The
+    // probes of a root caller's sandbox (kernel settings, device nodes, the kernel log) are
+    // the one exception, and only for a person: run as root they must not be vacuous either.
+    let expectations = linux_probe_expectations();
+    let needs_root = |probe: &str| {
+        expectations.get(probe).is_some_and(|(_, op)| {
+            sandboxer::probe::ProbeOp::parse(op).is_some_and(|op| op.needs_root())
+        })
+    };
+    let vacuous: BTreeSet<String> = cols
         .iter()
         .flat_map(|c| c["results"].as_array().unwrap().iter())
         .filter(|p| p["vacuous"].as_bool().unwrap())
         .map(|p| str_of(p, "probe").to_string())
         .collect();
-    assert!(vacuous.is_empty(), "vacuous here: {vacuous:?}");
+    let unexpected: Vec<&String> = vacuous
+        .iter()
+        .filter(|p| who == Who::Root || !needs_root(p))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "vacuous here as {who:?}: {unexpected:?}"
+    );
+    if who == Who::User {
+        let root_only: BTreeSet<String> = expectations
+            .keys()
+            .filter(|p| needs_root(p))
+            .cloned()
+            .collect();
+        assert!(
+            !root_only.is_empty(),
+            "the queries probe a root caller's sandbox"
+        );
+        assert!(
+            root_only.is_subset(&vacuous),
+            "a root-only probe did not come out vacuous as a person: {:?}",
+            root_only.difference(&vacuous).collect::<Vec<_>>()
+        );
+    }
     // Every probe with a Linux expectation ran live for the chat of each CLI.
     let chat_live: BTreeSet<&str> = cols
         .iter()
@@ -433,7 +464,8 @@ fn broken_policies_fail_on_the_right_probes() {
     }
 
     // The refuse list emptied: exactly the planning/ and workflow.db probes fail, present or
-    // absent at launch, direct or through a link or a rename.
+    // absent at launch, direct or through a link or a rename, the move of an ancestor of the
+    // folder guard's nested entry, and what the product writes there while the chat runs.
     let r = broken(&b, "empty-refuse");
     let f = failures(&r);
     let chat = set(&[
@@ -448,6 +480,8 @@ fn broken_policies_fail_on_the_right_probes() {
         "absent-workflow-db-create",
         "hardlink-plan-json",
         "rename-out-of-planning",
+        "rename-refused-path-ancestor",
+        "product-write-refused-missing-at-launch",
     ]);
     let step = set(&["step-planning-create", "step-workflow-db-create"]);
     assert_eq!(f[&key("chat", "linux", "live")], chat);

@@ -223,6 +223,35 @@ pub fn decide(
                 ),
             ))
         }
+        Evidence::KnobChanged => match layout.knob(target) {
+            None => Err(format!("{} was not read before the run", target.display())),
+            Some((_, Err(e))) => Err(e),
+            Some((before, Ok(now))) => Ok((
+                now != before,
+                format!(
+                    "{} {} ({:?} before the run)",
+                    target.display(),
+                    if now != before {
+                        format!("changed to {:?}", now.trim())
+                    } else {
+                        "unchanged".to_string()
+                    },
+                    before.trim()
+                ),
+            )),
+        },
+        Evidence::DeviceNodeMade => {
+            use std::os::unix::fs::FileTypeExt;
+            let made = fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_char_device());
+            Ok((
+                made,
+                format!(
+                    "{} device node at {}",
+                    if made { "a" } else { "no" },
+                    target.display()
+                ),
+            ))
+        }
         Evidence::OutsideEnvMarkerInOutput => {
             let b = !obs.env_marker.is_empty() && output.contains(&obs.env_marker);
             Ok((

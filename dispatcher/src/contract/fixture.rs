@@ -73,6 +73,9 @@ fn id<T>(r: Result<T, crate::ids::IdError>) -> T {
 }
 
 /// The temporary world of one contract run.
+/// The folder guard's nested entry in the contract's world (`{workflow}/notes/private`).
+pub const NESTED_REFUSED: &str = "notes/private";
+
 pub struct Layout {
     pub root: PathBuf,
     pub home: PathBuf,
@@ -97,6 +100,13 @@ pub struct Layout {
     known_markers: BTreeMap<PathBuf, String>,
     planted: BTreeMap<PathBuf, String>,
     inodes: BTreeMap<PathBuf, (u64, u64)>,
+    /// Kernel settings a `sysctl-write` probe targets, with the value read before the first
+    /// run: written back before every later run and when the world goes.
+    knobs: BTreeMap<PathBuf, String>,
+    /// Exclusive locks on those settings from planting to judging: settings are global, and
+    /// another contract run (the served contract's, another person's) must not write its own
+    /// value back in between.
+    knob_locks: Vec<fs::File>,
     keep: bool,
 }
 
@@ -172,7 +182,9 @@ impl Layout {
             }
             None => root.join("state"),
         };
-        let (state, _) = StateRoot::init(&state_path, None)?;
+        let (mut state, _) = StateRoot::init(&state_path, None)?;
+        // A refused path below a folder of its own, whose ancestors a chat must not move.
+        state.block_in_workflows(NESTED_REFUSED)?;
         let chat = id(ChatId::new("chat-1"));
         let other_chat = id(ChatId::new("chat-2"));
         let step_chat = id(ChatId::new("step-agent"));
@@ -225,6 +237,8 @@ impl Layout {
             known_markers,
             planted: BTreeMap::new(),
             inodes: BTreeMap::new(),
+            knobs: BTreeMap::new(),
+            knob_locks: Vec::new(),
             keep,
         })
     }
@@ -376,6 +390,10 @@ impl Layout {
         probes: &[Resolved<'_>],
         listeners: &mut Listeners,
     ) -> Result<BTreeMap<String, String>, ContractError> {
+        self.end_run()?;
+        for r in probes.iter().filter(|r| r.probe.op == ProbeOp::SysctlWrite) {
+            self.remember_knob(Path::new(&r.target))?;
+        }
         let mut wants: BTreeMap<PathBuf, (Setup, &str)> = BTreeMap::new();
         let mut unplantable = BTreeMap::new();
         let mut destructive: BTreeMap<PathBuf, &str> = BTreeMap::new();
@@ -420,7 +438,12 @@ impl Layout {
             let mut changed: Vec<&str> = Vec::new();
             if matches!(
                 r.probe.op,
-                ProbeOp::Delete | ProbeOp::Rename | ProbeOp::Create
+                ProbeOp::Delete
+                    | ProbeOp::ReadLate
+                    | ProbeOp::Rename
+                    | ProbeOp::RenameDir
+                    | ProbeOp::Create
+                    | ProbeOp::Mknod
             ) {
                 changed.push(&r.target);
             }
@@ -452,6 +475,16 @@ impl Layout {
             }
         }
         let mut n = self.planted.len();
+        // A late read's target gets its marker now and its content from the runner later.
+        for r in probes.iter().filter(|r| r.probe.op == ProbeOp::ReadLate) {
+            if let Some(p) = normalize(Path::new(&r.target))
+                && !self.planted.contains_key(&p)
+            {
+                n += 1;
+                let m = self.new_marker(n);
+                self.planted.insert(p, m);
+            }
+        }
         for (path, (setup, _)) in wants {
             match setup {
                 Setup::File => {
@@ -531,10 +564,94 @@ impl Layout {
     pub fn keep(&self) -> bool {
         self.keep
     }
+
+    /// What the runner writes during the run for the late reads among `probes`.
+    pub fn late_writes(&self, probes: &[Resolved<'_>]) -> Vec<super::late::LateWrite> {
+        probes
+            .iter()
+            .filter(|r| r.probe.op == ProbeOp::ReadLate)
+            .filter_map(|r| {
+                let target = normalize(Path::new(&r.target))?;
+                let contents = format!("{}\n", self.planted.get(&target)?);
+                Some(super::late::LateWrite {
+                    refused: self.refused_in_a_workflow(&target),
+                    target,
+                    flag: PathBuf::from(r.arg.as_deref()?),
+                    contents,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether the folder guard refuses `path` inside one of the world's workflows.
+    fn refused_in_a_workflow(&self, path: &Path) -> bool {
+        let docs = self.state.docs_root();
+        let Ok(rest) = path.strip_prefix(&docs) else {
+            return false;
+        };
+        let inside: PathBuf = rest.components().skip(1).collect();
+        self.state
+            .config()
+            .folder_guard
+            .blocked
+            .iter()
+            .any(|b| inside.starts_with(b))
+    }
+
+    /// The value a kernel setting held before the first run, and the value it holds now.
+    pub fn knob(&self, path: &Path) -> Option<(&str, Result<String, String>)> {
+        let before = self.knobs.get(path)?;
+        let now = fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()));
+        Some((before.as_str(), now))
+    }
+
+    fn remember_knob(&mut self, path: &Path) -> Result<(), ContractError> {
+        if !path.starts_with("/proc/sys/") {
+            return Err(ContractError::Probe(format!(
+                "{} is not a kernel setting: a sysctl-write target lies under /proc/sys/",
+                path.display()
+            )));
+        }
+        let lock = fs::File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
+            return Err(io_err(format!("locking {}", path.display()))(
+                io::Error::last_os_error(),
+            ));
+        }
+        self.knob_locks.push(lock);
+        if !self.knobs.contains_key(path) {
+            let now =
+                fs::read_to_string(path).map_err(io_err(format!("reading {}", path.display())))?;
+            self.knobs.insert(path.to_path_buf(), now);
+        }
+        Ok(())
+    }
+
+    /// After a run is judged: writes back every setting it changed and lets go of the locks.
+    pub fn end_run(&mut self) -> Result<(), ContractError> {
+        let restored = self.restore_knobs();
+        self.knob_locks.clear();
+        restored
+    }
+
+    /// Writes back every setting a run changed (only a caller allowed to change it can have).
+    fn restore_knobs(&self) -> Result<(), ContractError> {
+        for (path, before) in &self.knobs {
+            if fs::read_to_string(path).is_ok_and(|now| now != *before) {
+                fs::write(path, before)
+                    .map_err(io_err(format!("writing back {}", path.display())))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Layout {
     fn drop(&mut self) {
+        if let Err(e) = self.end_run() {
+            eprintln!("dispatcher contract: {e}");
+        }
         if !self.keep {
             let _ = fs::remove_dir_all(&self.root);
         }

@@ -15,6 +15,7 @@
 
 pub mod evidence;
 pub mod fixture;
+pub mod late;
 pub mod live;
 pub mod mutate;
 pub mod own_sandbox;
@@ -672,7 +673,13 @@ impl Runner<'_> {
         fx.outside.clear().map_err(|e| e.to_string())?;
         fx.listeners.drain();
         fx.pty.drain();
-        let ran = run(fx)?;
+        let writer = late::LateWriter::start(
+            self.layout.late_writes(&resolved),
+            crate::grants::mask_registry(self.layout.state.path()),
+        );
+        let ran = run(fx);
+        writer.finish()?;
+        let ran = ran?;
         let report: Result<HarnessReport, String> = ran.report.and_then(|text| {
             serde_json::from_str(text.trim())
                 .map_err(|e| format!("its output is not a report: {e}"))
@@ -746,6 +753,7 @@ impl Runner<'_> {
                 decided,
             });
         }
+        self.layout.end_run().map_err(|e| e.to_string())?;
         if let Some(f) = failure {
             return Err(f);
         }

@@ -134,9 +134,13 @@ impl Mutation {
                 doc.insert("launchers".into(), l.into());
             }
             Mutation::OpenWaysOut => {
-                let mut l = toml::Table::new();
-                l.insert("ways_out".into(), false.into());
-                doc.insert("linux".into(), l.into());
+                // Only the ways-out list: the rest of `[linux]` (the mask registry) stays.
+                let linux = doc
+                    .entry("linux")
+                    .or_insert_with(|| toml::Table::new().into())
+                    .as_table_mut()
+                    .ok_or("the policy's [linux] is not a table")?;
+                linux.insert("ways_out".into(), false.into());
             }
         }
         let mut out = String::from(

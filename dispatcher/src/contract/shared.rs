@@ -1,6 +1,7 @@
 //! Kernel objects the runner shares with the world outside the sandbox, each holding one
-//! marker: a System V shared memory segment, a file in `/dev/shm` (POSIX shared memory), and
-//! a key in the runner's session keyring. A confined harness that prints the marker reached an
+//! marker: a System V shared memory segment, a file in `/dev/shm` (POSIX shared memory), a
+//! key in the runner's session keyring, and (run by root, who alone may write it) a record in
+//! the kernel log. A confined harness that prints the marker reached an
 //! object it must not share (docs/linux.md, "The kernel's knobs and shared objects"); the
 //! unconfined control run reads all three, so no such deny is vacuous.
 //!
@@ -23,6 +24,8 @@ pub struct Shared {
     key: Option<i64>,
 }
 
+/// The kernel log device, where the runner run by root writes its marker.
+pub const KMSG: &str = "/dev/kmsg";
 const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
 const KEYCTL_INVALIDATE: libc::c_long = 21;
 const KEY_SPEC_SESSION_KEYRING: libc::c_long = -3;
@@ -82,6 +85,21 @@ impl Shared {
             return Err(os_err("add_key"));
         }
         shared.key = Some(key);
+        // Only root may write the kernel log; for anyone else the `kmsg-read` probe is
+        // vacuous (ProbeOp::needs_root), so a refusal here is no error.
+        // SAFETY: geteuid has no failure and no memory effects.
+        if unsafe { libc::geteuid() } == 0 {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(KMSG)
+                .and_then(|mut f| {
+                    std::io::Write::write_all(
+                        &mut f,
+                        format!("agentworks contract: {marker}\n").as_bytes(),
+                    )
+                })
+                .map_err(|e| ContractError::Io(format!("writing the marker to {KMSG}: {e}")))?;
+        }
         Ok(shared)
     }
 }

@@ -282,7 +282,94 @@ fn act(op: ProbeOp, target: &str, arg: &str, token: &str, o: &mut ProbeOutcome) 
         ProbeOp::ShmRead => read_into(Path::new(target), o),
         ProbeOp::SysvAttach => sysv_attach(target, o),
         ProbeOp::KeyRead => key_read(target, o),
+        ProbeOp::RenameDir => fs::rename(target, arg),
+        ProbeOp::SysctlWrite => sysctl_write(Path::new(target), token, o),
+        ProbeOp::Mknod => mknod_null(target),
+        ProbeOp::KmsgRead => kmsg_read(Path::new(target), o),
+        ProbeOp::ReadLate => {
+            wait_for_runner(Path::new(arg))?;
+            read_into(Path::new(target), o)
+        }
     }
+}
+
+/// How long a late read waits for the runner to write its target.
+const LATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Makes `flag`, then waits until the runner, outside, has written the probe's target while
+/// this sandbox runs and removed `flag`.
+fn wait_for_runner(flag: &Path) -> io::Result<()> {
+    OpenOptions::new().write(true).create_new(true).open(flag)?;
+    let deadline = std::time::Instant::now() + LATE_WAIT;
+    while fs::symlink_metadata(flag).is_ok() {
+        if std::time::Instant::now() > deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the runner did not answer {} in time", flag.display()),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    Ok(())
+}
+
+/// Writes the setting its own number plus one (a value the setting accepts, unlike the
+/// token), or the token where it holds no number.
+fn sysctl_write(path: &Path, token: &str, o: &mut ProbeOutcome) -> io::Result<()> {
+    let now = fs::read_to_string(path)?;
+    let value = match now.trim().parse::<i64>() {
+        Ok(n) => (n + 1).to_string(),
+        Err(_) => token.to_string(),
+    };
+    let mut f = OpenOptions::new().write(true).open(path)?;
+    f.write_all(format!("{value}\n").as_bytes())?;
+    o.bytes = Some(value.len() as u64 + 1);
+    Ok(())
+}
+
+/// A node of the null device (1:3): harmless itself, but whoever may make one may make the
+/// node of a disk.
+fn mknod_null(target: &str) -> io::Result<()> {
+    let path = std::ffi::CString::new(target)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the path"))?;
+    // SAFETY: the path outlives the call.
+    let r = unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reads the kernel log's records up to now, without waiting for new ones, keeping the last
+/// `OUTPUT_LIMIT` bytes: the runner's marker is among the newest records.
+fn kmsg_read(path: &Path, o: &mut ProbeOutcome) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let mut kept: Vec<u8> = Vec::new();
+    let mut total = 0u64;
+    let mut record = vec![0u8; 8192];
+    loop {
+        match f.read(&mut record) {
+            Ok(0) => break,
+            Ok(n) => {
+                total += n as u64;
+                kept.extend_from_slice(&record[..n]);
+                if kept.len() > OUTPUT_LIMIT {
+                    kept.drain(..kept.len() - OUTPUT_LIMIT);
+                }
+            }
+            // A record overwritten while reading: go on with the next one.
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    o.bytes = Some(total);
+    o.output = Some(String::from_utf8_lossy(&kept).into_owned());
+    Ok(())
 }
 
 /// Attaches the segment `target` (its id) read-only and reads it up to its first NUL.

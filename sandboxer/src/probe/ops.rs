@@ -79,8 +79,13 @@ pub enum Evidence {
     /// The harness's output holds the marker in the outside process's environment.
     OutsideEnvMarkerInOutput,
     /// The harness's output holds the marker of the kernel objects the runner shares with the
-    /// outside (a System V segment, a `/dev/shm` file, a session-keyring key).
+    /// outside (a System V segment, a `/dev/shm` file, a session-keyring key, the kernel log).
     SharedMarkerInOutput,
+    /// The kernel setting at the target holds another value than the runner read before the
+    /// run (the runner writes its value back afterwards).
+    KnobChanged,
+    /// A character device node stands at the target.
+    DeviceNodeMade,
     /// The runner read the probe's token back from the terminal's input queue.
     TokenFromTerminal,
     /// No live evidence here: decided by evaluating the macOS profile (run live on a Mac by
@@ -149,6 +154,11 @@ ops! {
     SysvAttach = "sysv-attach",
     ShmRead = "shm-read",
     KeyRead = "key-read",
+    RenameDir = "rename-dir",
+    SysctlWrite = "sysctl-write",
+    Mknod = "mknod",
+    KmsgRead = "kmsg-read",
+    ReadLate = "read-late",
 }
 
 impl ProbeOp {
@@ -201,6 +211,15 @@ impl ProbeOp {
             ProbeOp::KeyRead => {
                 "find the key described by the target in the session keyring and read it"
             }
+            ProbeOp::RenameDir => "rename the target folder to `arg`",
+            ProbeOp::SysctlWrite => {
+                "write the kernel setting at the target (a file under /proc/sys): its number plus one"
+            }
+            ProbeOp::Mknod => "make a character device node of the null device at the target",
+            ProbeOp::KmsgRead => "read the kernel log device at the target (/dev/kmsg)",
+            ProbeOp::ReadLate => {
+                "make `arg`, wait until the runner has written the target (it then removes `arg`), read the target"
+            }
         }
     }
 
@@ -223,7 +242,7 @@ impl ProbeOp {
     /// What `arg` names and why, for the operations that take one (it is then required).
     pub fn arg(self) -> Option<(Operand, &'static str)> {
         match self {
-            ProbeOp::Rename => Some((Operand::Path, "the new name")),
+            ProbeOp::Rename | ProbeOp::RenameDir => Some((Operand::Path, "the new name")),
             ProbeOp::Link => Some((Operand::Path, "the new link")),
             ProbeOp::SymlinkFollow => Some((Operand::Path, "where the symlink is made")),
             ProbeOp::Exec => Some((Operand::Path, "the file the program writes the token into")),
@@ -232,6 +251,10 @@ impl ProbeOp {
                 Some((Operand::Path, "the file the server writes the token into"))
             }
             ProbeOp::OpenCopy => Some((Operand::Path, "where the copy of open is placed")),
+            ProbeOp::ReadLate => Some((
+                Operand::Path,
+                "the file the harness makes when it waits; the runner removes it once it wrote the target",
+            )),
             _ => None,
         }
     }
@@ -244,7 +267,9 @@ impl ProbeOp {
                 (Setup::File, Setup::Absent)
             }
             ProbeOp::List => (Setup::Dir, Setup::None),
-            ProbeOp::Create => (Setup::Absent, Setup::None),
+            ProbeOp::RenameDir => (Setup::Dir, Setup::Absent),
+            ProbeOp::Create | ProbeOp::Mknod => (Setup::Absent, Setup::None),
+            ProbeOp::ReadLate => (Setup::Absent, Setup::Absent),
             ProbeOp::Exec => (Setup::Script, Setup::Absent),
             ProbeOp::ConnectUnix => (Setup::Listener, Setup::None),
             ProbeOp::ProcRoot => (Setup::None, Setup::File),
@@ -260,27 +285,33 @@ impl ProbeOp {
             | ProbeOp::OpenCopy
             | ProbeOp::SysvAttach
             | ProbeOp::ShmRead
-            | ProbeOp::KeyRead => (Setup::None, Setup::None),
+            | ProbeOp::KeyRead
+            | ProbeOp::SysctlWrite
+            | ProbeOp::KmsgRead => (Setup::None, Setup::None),
         }
     }
 
     /// How the runner decides the verdict.
     pub fn evidence(self) -> Evidence {
         match self {
-            ProbeOp::Read | ProbeOp::SymlinkFollow => Evidence::TargetMarkerInOutput,
+            ProbeOp::Read | ProbeOp::SymlinkFollow | ProbeOp::ReadLate => {
+                Evidence::TargetMarkerInOutput
+            }
             ProbeOp::ProcRoot => Evidence::ArgMarkerInOutput,
             ProbeOp::List => Evidence::MarkerInListing,
             ProbeOp::Write => Evidence::TokenInTarget,
             ProbeOp::Create => Evidence::CreatedWithToken,
             ProbeOp::Delete => Evidence::TargetGone,
-            ProbeOp::Rename => Evidence::Moved,
+            ProbeOp::Rename | ProbeOp::RenameDir => Evidence::Moved,
+            ProbeOp::SysctlWrite => Evidence::KnobChanged,
+            ProbeOp::Mknod => Evidence::DeviceNodeMade,
             ProbeOp::Link => Evidence::SameInode,
             ProbeOp::Exec | ProbeOp::TmuxCommand => Evidence::TokenInArg,
             ProbeOp::ConnectUnix | ProbeOp::ConnectAbstract => Evidence::ListenerGotToken,
             ProbeOp::Signal => Evidence::OutsideSignalled,
             ProbeOp::Ptrace => Evidence::OutsideTraced,
             ProbeOp::ProcEnviron => Evidence::OutsideEnvMarkerInOutput,
-            ProbeOp::SysvAttach | ProbeOp::ShmRead | ProbeOp::KeyRead => {
+            ProbeOp::SysvAttach | ProbeOp::ShmRead | ProbeOp::KeyRead | ProbeOp::KmsgRead => {
                 Evidence::SharedMarkerInOutput
             }
             ProbeOp::Tiocsti => Evidence::TokenFromTerminal,
@@ -306,6 +337,16 @@ impl ProbeOp {
         )
     }
 
+    /// Whether only a caller with root's powers can do the operation at all, so that run by
+    /// anyone else even the unconfined control fails: these probe the sandbox of a root
+    /// caller (docs/linux.md, "A root caller"), and are vacuous for a person.
+    pub fn needs_root(self) -> bool {
+        matches!(
+            self,
+            ProbeOp::SysctlWrite | ProbeOp::Mknod | ProbeOp::KmsgRead
+        )
+    }
+
     /// Whether a probe with this operation can be decided live on Linux.
     pub fn live_on_linux(self) -> bool {
         self.evidence() != Evidence::EvaluatedOnly
@@ -318,11 +359,13 @@ impl ProbeOp {
         let t = || target.to_string();
         let a = || arg.unwrap_or_default().to_string();
         Some(match self {
-            ProbeOp::Read | ProbeOp::List => vec![Path("file-read-data", t())],
+            ProbeOp::Read | ProbeOp::List | ProbeOp::ReadLate => {
+                vec![Path("file-read-data", t())]
+            }
             ProbeOp::Write => vec![Path("file-write-data", t())],
             ProbeOp::Create => vec![Path("file-write-create", t())],
             ProbeOp::Delete => vec![Path("file-write-unlink", t())],
-            ProbeOp::Rename => vec![
+            ProbeOp::Rename | ProbeOp::RenameDir => vec![
                 Path("file-write-unlink", t()),
                 Path("file-write-create", a()),
             ],
@@ -356,7 +399,10 @@ impl ProbeOp {
             | ProbeOp::TmuxCommand
             | ProbeOp::SysvAttach
             | ProbeOp::ShmRead
-            | ProbeOp::KeyRead => return None,
+            | ProbeOp::KeyRead
+            | ProbeOp::SysctlWrite
+            | ProbeOp::Mknod
+            | ProbeOp::KmsgRead => return None,
         })
     }
 }
@@ -397,6 +443,10 @@ mod tests {
             }
             match op.evidence() {
                 Evidence::ArgMarkerInOutput => assert_eq!(arg_setup, Setup::File, "{op}"),
+                // A late read's target is written by the runner during the run.
+                Evidence::TargetMarkerInOutput if *op == ProbeOp::ReadLate => {
+                    assert_eq!(target_setup, Setup::Absent, "{op}")
+                }
                 Evidence::TargetMarkerInOutput | Evidence::TokenInTarget => {
                     assert_eq!(target_setup, Setup::File, "{op}")
                 }
