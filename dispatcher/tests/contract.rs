@@ -247,8 +247,9 @@ fn whole_contract_passes(who: Who) {
     );
     if !r["passed"].as_bool().unwrap() {
         panic!(
-            "the contract failed as {who:?}:\n{}\n{}",
+            "the contract failed as {who:?}:\n{}\nfailed probes: {:?}\n{}",
             serde_json::to_string_pretty(&r["errors"]).unwrap(),
+            failures(&r),
             String::from_utf8_lossy(&out.stderr)
         );
     }
