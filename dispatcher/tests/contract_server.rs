@@ -127,12 +127,13 @@ fn failing_probes(col: &Value) -> BTreeSet<String> {
         .collect()
 }
 
-const SERVER_CHECKS: [&str; 8] = [
+const SERVER_CHECKS: [&str; 9] = [
     "launched",
     "listed",
     "policy-identical",
     "bridge-served",
     "cli-confined",
+    "squatter-learns-nothing",
     "bridge-own-namespace",
     "stopped",
     "events",

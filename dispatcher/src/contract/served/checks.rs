@@ -316,3 +316,67 @@ pub(super) fn tail(s: &str, n: usize) -> String {
         .unwrap_or(0);
     s[cut..].to_string()
 }
+
+/// A listener on 127.0.0.1 that is not this state root's server (a squatter on a stale
+/// `server.json`'s port, or on a fixed port after a clean stop: any process of the person's
+/// uid, the confined agent included): the product's client asks it to prove the state root's
+/// secret first, refuses it with a clear error, and sends it nothing that carries the token.
+/// The squatter answers like a server would, `200` with a made-up proof.
+pub(super) fn squatter_learns_nothing(state: &crate::state::StateRoot) -> Result<String, String> {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("binding: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    listener.set_nonblocking(false).map_err(|e| e.to_string())?;
+    let squatter = std::thread::spawn(move || {
+        let mut got: Vec<u8> = Vec::new();
+        // Every connection the client makes, until it gives up (the listener is dropped with
+        // the thread once the client has returned and connected once more to wake it).
+        for stream in listener.incoming().take(4) {
+            let Ok(mut stream) = stream else { break };
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            let mut buf = [0u8; 8192];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            let body = r#"{"server_nonce":"00","proof":"00","server_proof":"00"}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+        got
+    });
+    let answer = crate::server::client::Client::for_port(state, port)
+        .and_then(|c| c.call("GET", "/v1/chats", None));
+    // Wakes the squatter's accept loop if the client stopped early.
+    let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+    let got = squatter
+        .join()
+        .map_err(|_| "the squatter thread panicked")?;
+    let token = &state.config().server_token;
+    if String::from_utf8_lossy(&got).contains(token.as_str()) {
+        return Err(format!("the token reached the squatter on port {port}"));
+    }
+    match answer {
+        Ok(reply) => Err(format!(
+            "the client accepted the squatter on port {port} (status {})",
+            reply.status
+        )),
+        Err(e) => {
+            let e = format!("{e:#}");
+            if e.contains("is not the server of the state root") {
+                Ok(format!(
+                    "the client refused the squatter on port {port} ({} bytes received, no token): {}",
+                    got.len(),
+                    tail(&e, 160)
+                ))
+            } else {
+                Err(format!("the client failed otherwise: {e}"))
+            }
+        }
+    }
+}

@@ -10,6 +10,7 @@ use super::ServerPart;
 use super::api::{launch_body, launch_events};
 use super::checks::{
     bridge_own_namespace, bridge_served, check, cli_confined, events_check, policy_identical,
+    squatter_learns_nothing,
 };
 use super::server::Server;
 use crate::adapter::Adapter;
@@ -124,6 +125,11 @@ pub(super) fn server_and_harness(
     let confined = cli_confined(&r.layout.state, &r.layout.chat, server.pid);
     let cli_pid = confined.as_ref().ok().map(|(_, pid)| *pid);
     check(checks, "cli-confined", confined.map(|(d, _)| d));
+    check(
+        checks,
+        "squatter-learns-nothing",
+        squatter_learns_nothing(&r.layout.state),
+    );
     check(
         checks,
         "bridge-own-namespace",
