@@ -100,13 +100,11 @@ pub struct Layout {
     known_markers: BTreeMap<PathBuf, String>,
     planted: BTreeMap<PathBuf, String>,
     inodes: BTreeMap<PathBuf, (u64, u64)>,
-    /// Kernel settings a `sysctl-write` probe targets, with the value read before the first
-    /// run: written back before every later run and when the world goes.
+    /// Kernel settings a `sysctl-write` probe targets, with the value read before the run:
+    /// written back after it (and when the world goes) where the run changed it.
     knobs: BTreeMap<PathBuf, String>,
-    /// Exclusive locks on those settings from planting to judging: settings are global, and
-    /// another contract run (the served contract's, another person's) must not write its own
-    /// value back in between.
-    knob_locks: Vec<fs::File>,
+    /// The machine-wide lock on those settings, held from planting to judging ([`knob_lock`]).
+    knob_lock_held: Option<fs::File>,
     keep: bool,
 }
 
@@ -238,7 +236,7 @@ impl Layout {
             planted: BTreeMap::new(),
             inodes: BTreeMap::new(),
             knobs: BTreeMap::new(),
-            knob_locks: Vec::new(),
+            knob_lock_held: None,
             keep,
         })
     }
@@ -612,31 +610,36 @@ impl Layout {
                 path.display()
             )));
         }
-        let lock = fs::File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
-            return Err(io_err(format!("locking {}", path.display()))(
-                io::Error::last_os_error(),
-            ));
+        // One lock a run (a second `flock` of this process on another descriptor would wait
+        // for the first).
+        if self.knob_lock_held.is_none() {
+            self.knob_lock_held = Some(knob_lock()?);
         }
-        self.knob_locks.push(lock);
-        if !self.knobs.contains_key(path) {
-            let now =
-                fs::read_to_string(path).map_err(io_err(format!("reading {}", path.display())))?;
-            self.knobs.insert(path.to_path_buf(), now);
-        }
+        // Read under the lock at every run: the value no other contract run is changing.
+        let now =
+            fs::read_to_string(path).map_err(io_err(format!("reading {}", path.display())))?;
+        self.knobs.insert(path.to_path_buf(), now);
         Ok(())
     }
 
     /// After a run is judged: writes back every setting it changed and lets go of the locks.
     pub fn end_run(&mut self) -> Result<(), ContractError> {
+        // Only under the lock: another run may be between its planting and its judging.
+        if self.knob_lock_held.is_none() {
+            return Ok(());
+        }
         let restored = self.restore_knobs();
-        self.knob_locks.clear();
+        self.knob_lock_held = None;
         restored
     }
 
-    /// Writes back every setting a run changed (only a caller allowed to change it can have).
+    /// Writes back every setting a run changed: only root can have (anyone else's run could
+    /// not change it, and has nothing to write back).
     fn restore_knobs(&self) -> Result<(), ContractError> {
+        // SAFETY: geteuid has no failure and no memory effects.
+        if unsafe { libc::geteuid() } != 0 {
+            return Ok(());
+        }
         for (path, before) in &self.knobs {
             if fs::read_to_string(path).is_ok_and(|now| now != *before) {
                 fs::write(path, before)
@@ -656,6 +659,37 @@ impl Drop for Layout {
             let _ = fs::remove_dir_all(&self.root);
         }
     }
+}
+
+/// One lock for every contract run on this machine that probes kernel settings, whoever runs
+/// it: settings are global, and a run must not see another's change (or write its own value
+/// back) between planting and judging. A file in `/tmp`, opened without following links, and
+/// made only if missing (an existing file of another user is opened read-only: `flock` needs
+/// no more, and no `O_CREAT` meets `fs.protected_regular`).
+fn knob_lock() -> Result<fs::File, ContractError> {
+    const LOCK: &str = "/tmp/.agentworks-contract-settings.lock";
+    let open = || {
+        fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(LOCK)
+    };
+    let file = match open() {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(LOCK)
+            .or_else(|_| open()),
+        other => other,
+    }
+    .map_err(io_err(format!("opening {LOCK}")))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } != 0 {
+        return Err(io_err(format!("locking {LOCK}"))(io::Error::last_os_error()));
+    }
+    Ok(file)
 }
 
 fn mkdir_p(p: &Path) -> Result<(), ContractError> {
