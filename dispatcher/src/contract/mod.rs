@@ -10,7 +10,7 @@
 //! shows each probe can succeed at all, so a deny is never vacuous unawares.
 //!
 //! Linux: live. macOS: each probe decided by the SBPL evaluator against the exact profile
-//! `dispatcher profile` writes for the launch (`platform::seatbelt_profile`), and live on a
+//! `dispatcher profile` writes for the launch (`launch::seatbelt_profile`), and live on a
 //! Mac by `scripts/mac-selftest.sh`. `docs/contract.md` is the full description.
 
 pub mod evidence;
@@ -33,7 +33,7 @@ use sandboxer::probe::{self, HarnessReport, Probe, ProbeOp};
 use sandboxer::{Target, Verdict};
 
 use crate::adapter::{self, Adapter};
-use crate::launch::{self, Launch, LaunchRequest};
+use crate::launch::{self, Decide, LaunchRequest, Planned};
 use crate::modes::Mode;
 use crate::platform;
 
@@ -559,8 +559,8 @@ impl Runner<'_> {
         }
     }
 
-    /// Computes a CLI's launch for `target` (confinement asked of this machine for the host,
-    /// assumed for another OS, as `dispatcher profile` does).
+    /// Plans a CLI's launch for `target` (confinement asked of this machine for the host,
+    /// assumed for another OS), as `dispatcher launch` and the server do.
     fn plan_launch(
         &self,
         a: &Adapter,
@@ -568,18 +568,25 @@ impl Runner<'_> {
         mode: Mode,
         target: Target,
         cli_args: Vec<String>,
-    ) -> Result<Launch, String> {
-        let tools = platform::tools(a, target).map_err(|e| format!("{e:#}"))?;
+    ) -> Result<Planned, String> {
         let req = self.request(a, v, mode, target, cli_args);
-        let home = self.layout.home.clone();
-        launch::plan(&self.layout.state, a, &req, &tools, |policy| {
-            if target.is_host() {
-                platform::confinement(target, policy, &home)
-            } else {
-                Ok(format!("evaluated for {target}"))
-            }
-        })
-        .map_err(|e| e.to_string())
+        launch::prepare(&self.layout.state, a, &req, Decide::ThisMachine).map_err(|e| e.to_string())
+    }
+
+    /// TEST ONLY: breaks the launch's policy as `--break-policy` says.
+    fn mutate_launch(&self, planned: &mut Planned) -> Result<(), String> {
+        match self.opts.mutation {
+            Some(m) => m.apply_to_launch(planned.launch_mut()),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a planned launch's files (its Seatbelt profile on a Mac).
+    fn write_launch(&self, planned: &Planned) -> Result<(), String> {
+        planned
+            .files(&self.layout.home)
+            .and_then(|f| f.write())
+            .map_err(|e| e.to_string())
     }
 
     /// TEST ONLY: breaks the launch's policy text as `--break-policy` says.
@@ -588,13 +595,6 @@ impl Runner<'_> {
             *text = m.apply(text)?;
         }
         Ok(())
-    }
-
-    fn mutate_launch(&self, launch: &mut Launch) -> Result<(), String> {
-        match self.opts.mutation {
-            Some(m) => m.apply_to_launch(launch),
-            None => Ok(()),
-        }
     }
 
     /// Plants, runs `argv` under the runner's pty, gathers the evidence, judges every probe.
@@ -887,22 +887,17 @@ impl Runner<'_> {
         queries: &[PathBuf],
     ) -> Result<(String, Vec<ProbeResult>), String> {
         let host = self.host.expect("live");
-        let mut launch = self.plan_launch(a, variant, mode, host, Vec::new())?;
+        let mut planned = self.plan_launch(a, variant, mode, host, Vec::new())?;
+        let launch = planned.launch();
         if !launch.confined || launch.mode.mode != mode {
             return Err(format!(
                 "the launch is not confined in {mode} mode here: {}",
                 launch.mode.reason
             ));
         }
-        self.mutate_launch(&mut launch)?;
-        let profile = match host {
-            Target::Macos => Some(
-                platform::seatbelt_profile(&launch, &self.layout.home, None)
-                    .map_err(|e| format!("{e:#}"))?,
-            ),
-            Target::Linux => None,
-        };
-        launch::write_files(&launch, profile.as_deref()).map_err(|e| e.to_string())?;
+        self.mutate_launch(&mut planned)?;
+        self.write_launch(&planned)?;
+        let launch = planned.launch();
         let sandboxer = PathBuf::from(&launch.argv[0]);
         let sandboxer = match host {
             Target::Linux => sandboxer,
@@ -1004,19 +999,16 @@ impl Runner<'_> {
             target,
             &home,
             sandboxer,
-            |policy| {
-                if target.is_host() {
-                    platform::confinement(target, policy, &home)
-                } else {
-                    Ok(format!("evaluated for {target}"))
-                }
-            },
+            |policy| Decide::ThisMachine.confinement(target, policy, &home, &mut None),
         )
         .map_err(|e| e.to_string())?;
         if self.opts.mutation.is_some() {
             self.mutate_text(&mut step.policy_text)?;
             if target == Target::Macos {
-                step.profile = Some(render_macos(&step.policy_text, &home, &step.policy_path)?);
+                step.profile = Some(
+                    launch::render_seatbelt(&step.policy_text, &step.policy_path, &home, None)
+                        .map_err(|e| format!("{e:#}"))?,
+                );
             }
         }
         Ok(step)
@@ -1036,7 +1028,7 @@ impl Runner<'_> {
             .plan_launch(a, variant, mode, Target::Macos, Vec::new())
             .and_then(|mut l| {
                 self.mutate_launch(&mut l)?;
-                platform::seatbelt_profile(&l, &self.layout.home, None)
+                launch::seatbelt_profile(l.launch(), &self.layout.home, None)
                     .map_err(|e| format!("{e:#}"))
             });
         self.evaluate_into(&mut col, variant, profile, probes);
@@ -1189,7 +1181,7 @@ impl Runner<'_> {
         }
         let statically = self
             .plan_launch(a, Variant::Chat, Mode::Full, host, Vec::new())
-            .and_then(|l| own_sandbox::check_static(own, &l));
+            .and_then(|l| own_sandbox::check_static(own, l.launch()));
         let observed = match (&own.observe, &installed) {
             (Some(obs), Some(_)) => Some(match self.run_cli(a, obs.args.clone()) {
                 Ok(ran) if ran.stdout.contains(&obs.stdout_contains) => Ok(format!(
@@ -1222,21 +1214,15 @@ impl Runner<'_> {
     /// Runs the real CLI inside its full-mode chat launch with `cli_args` after the adapter's.
     fn run_cli(&mut self, a: &Adapter, cli_args: Vec<String>) -> Result<live::Ran, String> {
         let host = self.host.expect("live");
-        let launch = self.plan_launch(a, Variant::Chat, Mode::Full, host, cli_args)?;
+        let planned = self.plan_launch(a, Variant::Chat, Mode::Full, host, cli_args)?;
+        let launch = planned.launch();
         if !launch.confined {
             return Err(format!(
                 "the launch is not confined here: {}",
                 launch.mode.reason
             ));
         }
-        let profile = match host {
-            Target::Macos => Some(
-                platform::seatbelt_profile(&launch, &self.layout.home, None)
-                    .map_err(|e| format!("{e:#}"))?,
-            ),
-            Target::Linux => None,
-        };
-        launch::write_files(&launch, profile.as_deref()).map_err(|e| e.to_string())?;
+        self.write_launch(&planned)?;
         let mut env = self.base_env();
         env.extend(launch.env_set.clone());
         live::run(live::Spawn {
@@ -1254,7 +1240,7 @@ impl Runner<'_> {
     fn macos_own_sandbox(&self, a: &Adapter, own: &own_sandbox::Statement) -> CliCheck {
         let (status, detail) = match self
             .plan_launch(a, Variant::Chat, Mode::Full, Target::Macos, Vec::new())
-            .and_then(|l| own_sandbox::check_static(own, &l))
+            .and_then(|l| own_sandbox::check_static(own, l.launch()))
         {
             Ok(s) => (CheckStatus::Pass, s),
             Err(e) => (CheckStatus::Fail, e),
@@ -1267,15 +1253,6 @@ impl Runner<'_> {
             detail,
         }
     }
-}
-
-/// Renders a policy text as the macOS profile, as `platform::seatbelt_profile` does.
-fn render_macos(policy_text: &str, home: &Path, policy_path: &Path) -> Result<String, String> {
-    let opts = platform::macos_resolve_options(home, None).map_err(|e| format!("{e:#}"))?;
-    let policy =
-        sandboxer::Policy::from_toml(policy_text, &policy_path.display().to_string(), &opts)
-            .map_err(|e| e.to_string())?;
-    sandboxer::seatbelt::render(&policy).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
