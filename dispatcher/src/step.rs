@@ -250,15 +250,7 @@ mod tests {
         );
         assert!(step.profile.is_none());
 
-        let mac = plan(
-            &s,
-            &req(script_for_mac(&d)),
-            Target::Macos,
-            Path::new("/Users/ada"),
-            Path::new("/x"),
-            |_| Ok("evaluated".into()),
-        )
-        .unwrap();
+        let mac = plan_for_mac(&d, &s);
         assert_eq!(&mac.argv[..2], ["/usr/bin/sandbox-exec", "-f"]);
         assert!(mac.profile.as_deref().unwrap().contains("(deny default)"));
     }
@@ -268,16 +260,7 @@ mod tests {
     #[test]
     fn a_steps_mac_profile_refuses_the_ways_out() {
         let (d, s) = state();
-        let mac = plan(
-            &s,
-            &req(script_for_mac(&d)),
-            Target::Macos,
-            Path::new("/Users/ada"),
-            Path::new("/x"),
-            |_| Ok("evaluated".into()),
-        )
-        .unwrap();
-        let profile = mac.profile.unwrap();
+        let profile = plan_for_mac(&d, &s).profile.unwrap();
         for way_out in ["/private/tmp/uscreens/S-ada", "/Users/ada/.screen"] {
             assert!(
                 profile.contains(way_out),
@@ -286,8 +269,17 @@ mod tests {
         }
     }
 
-    fn script_for_mac(d: &tempfile::TempDir) -> PathBuf {
-        d.path().join("mac.sh")
+    /// The step planned for the Mac user ada (its script need not exist to be planned).
+    fn plan_for_mac(d: &tempfile::TempDir, s: &StateRoot) -> StepLaunch {
+        plan(
+            s,
+            &req(d.path().join("mac.sh")),
+            Target::Macos,
+            Path::new("/Users/ada"),
+            Path::new("/x"),
+            |_| Ok("evaluated".into()),
+        )
+        .unwrap()
     }
 
     #[test]

@@ -3,11 +3,13 @@
 
 use std::path::Path;
 
+use anyhow::Context;
+
 use sandboxer::Target;
 
 use super::error::LaunchError;
 use super::plan::{FileSource, LAUNCH_DIR, Launch};
-use super::resolve::seatbelt_profile;
+use super::resolve::render_seatbelt;
 
 /// A launch's files, ready to be written: everything is known (and the Seatbelt profile of a
 /// confined Mac launch rendered) before anything is written.
@@ -35,6 +37,14 @@ impl<'a> LaunchFiles<'a> {
     pub fn write(&self) -> Result<(), LaunchError> {
         write_files(self.launch, self.profile.as_deref())
     }
+}
+
+/// The Seatbelt profile of a launch's policy (see [`render_seatbelt`]).
+pub fn seatbelt_profile(launch: &Launch, home: &Path, uid: Option<u32>) -> anyhow::Result<String> {
+    let policy_text = launch
+        .policy_text()
+        .context("the launch has no policy file")?;
+    render_seatbelt(policy_text, &launch.policy_path, home, uid)
 }
 
 /// Writes the launch's files into the runtime: config home (0700), policy, prompt note,

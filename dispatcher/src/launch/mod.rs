@@ -6,8 +6,8 @@
 //! confine.rs   the confinement decision: can this machine enforce the policy, which mode,
 //!              the wrapper a confined launch runs in
 //! plan.rs      the launch as data: policy, mode, argv, environment, files (nothing written)
-//! resolve.rs   how its policy resolves here or for a Mac (home, ways-out list), its profile
-//! files.rs     its files written into the runtime (symlinks refused on the way)
+//! resolve.rs   how a policy resolves here or for a Mac (home, ways-out list); a Mac's profile
+//! files.rs     its files (and a Mac's profile) written into the runtime, symlinks refused
 //! bridge.rs    the chat's bridge, served from the launch's own policy text
 //! start.rs     its command started: foreground (on Linux in this process) or spawned
 //! attached.rs  `dispatcher launch`: bridge, events and the CLI in the foreground
@@ -42,10 +42,10 @@ pub use confine::{
 };
 pub use ending::{exit_code, of_status};
 pub use error::LaunchError;
-pub use files::{LaunchFiles, ensure_real_dir, write_files};
+pub use files::{LaunchFiles, ensure_real_dir, seatbelt_profile, write_files};
 pub use plan::{ENV_REMOVED, FileSource, LAUNCH_DIR, Launch, PROMPT_NOTE, PlannedFile, plan};
 pub use request::{LaunchRequest, Tools, tools};
-pub use resolve::{host_resolve_options, render_seatbelt, resolve_options, seatbelt_profile};
+pub use resolve::{host_resolve_options, render_seatbelt, resolve_options};
 #[cfg(target_os = "linux")]
 pub use start::run_confined_here;
 pub use start::{apply_env, command, run_foreground, with_waited_signals_blocked};

@@ -10,8 +10,6 @@ use sandboxer::Target;
 use sandboxer::policy::ResolveOptions;
 use sandboxer::ways_out::{self, Env};
 
-use super::plan::Launch;
-
 /// How a policy for `target` is resolved for the person at `home`, with the ways-out list.
 ///
 /// On the machine it runs on (`target` is the host): real symlink resolution and the list
@@ -44,12 +42,4 @@ pub fn render_seatbelt(
     let opts = resolve_options(Target::Macos, home, uid)?;
     let policy = sandboxer::Policy::from_toml(policy_text, &file.display().to_string(), &opts)?;
     Ok(sandboxer::seatbelt::render(&policy)?)
-}
-
-/// The Seatbelt profile of a launch's policy (see [`render_seatbelt`]).
-pub fn seatbelt_profile(launch: &Launch, home: &Path, uid: Option<u32>) -> Result<String> {
-    let policy_text = launch
-        .policy_text()
-        .context("the launch has no policy file")?;
-    render_seatbelt(policy_text, &launch.policy_path, home, uid)
 }
