@@ -15,7 +15,7 @@ use crate::state::StateRoot;
 
 /// Runs a planned launch whose files are written, in the foreground, and returns its exit
 /// status. A confined launch on Linux runs in this process, through the sandboxer library
-/// ([`super::run_confined_here`]); it inherits this process's environment, set here.
+/// ([`super::start::run_confined_here`]); it inherits this process's environment, set here.
 ///
 /// # Safety
 ///

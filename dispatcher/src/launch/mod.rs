@@ -37,18 +37,14 @@ use std::path::Path;
 
 pub use attached::run_attached;
 pub use bridge::serve_bridge;
-pub use confine::{
-    Confinement, Decide, Resolved, confinement, confinement_resolving, decide_mode, wrapper_argv,
-};
+pub use confine::{Confinement, Decide, Resolved, confinement, decide_mode, wrapper_argv};
 pub use ending::{exit_code, of_status};
 pub use error::LaunchError;
-pub use files::{LaunchFiles, ensure_real_dir, seatbelt_profile, write_files};
+pub use files::{LaunchFiles, ensure_real_dir, seatbelt_profile};
 pub use plan::{ENV_REMOVED, FileSource, LAUNCH_DIR, Launch, PROMPT_NOTE, PlannedFile, plan};
 pub use request::{LaunchRequest, Tools, tools};
 pub use resolve::{host_resolve_options, render_seatbelt, resolve_options};
-#[cfg(target_os = "linux")]
-pub use start::run_confined_here;
-pub use start::{apply_env, command, run_foreground, with_waited_signals_blocked};
+pub use start::command;
 
 use crate::adapter::Adapter;
 use crate::state::StateRoot;
