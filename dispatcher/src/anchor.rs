@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{StateError, write_atomic};
+use crate::state::error::StateError;
+use crate::state::write::write_atomic;
 
 /// The anchor file's `kind`.
 pub const KIND: &str = "agentworks-state-root-anchor";

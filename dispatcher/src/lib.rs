@@ -4,6 +4,7 @@
 pub mod adapter;
 pub mod anchor;
 pub mod bridge;
+pub mod clis;
 pub mod contract;
 pub mod events;
 pub mod grants;

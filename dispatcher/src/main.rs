@@ -10,13 +10,14 @@ use std::process::ExitCode;
 unsafe extern "C" {}
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use dispatcher::adapter;
 use dispatcher::grants::Attach;
 use dispatcher::ids::{ChatId, WorkflowId};
-use dispatcher::launch::{self, LaunchRequest};
+use dispatcher::launch::{self, Decide, LaunchRequest};
 use dispatcher::modes::Mode;
 use dispatcher::platform;
+use dispatcher::server::tmux;
 use dispatcher::state::{ChatSettings, StateRoot};
 use sandboxer::Target;
 
@@ -150,9 +151,9 @@ enum ChatCmd {
     /// Create a chat (its runtime folder and settings).
     Add {
         id: String,
-        /// The chat's saved mode: auto, full or bridge-only.
-        #[arg(long, default_value = "auto")]
-        mode: String,
+        /// The chat's saved mode.
+        #[arg(long, value_enum, default_value_t = Mode::Auto)]
+        mode: Mode,
     },
     /// List chats.
     List,
@@ -178,8 +179,8 @@ struct LaunchArgs {
     target: LaunchTarget,
     /// auto (full where the platform can enforce the policy, else bridge-only), full, or
     /// bridge-only. Default: the chat's saved mode.
-    #[arg(long)]
-    mode: Option<String>,
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
     /// Start the CLI in a tmux session whose server socket lives inside the state root.
     #[arg(long)]
     tmux: bool,
@@ -195,9 +196,9 @@ struct LaunchArgs {
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
-    /// Compute the launch for another OS (with --dry-run): macos or linux.
-    #[arg(long, value_parser = parse_target)]
-    target_os: Option<Target>,
+    /// Compute the launch for another OS (with --dry-run).
+    #[arg(long, value_enum)]
+    target_os: Option<TargetOs>,
     /// Arguments passed to the CLI after the adapter's.
     #[arg(last = true)]
     cli_args: Vec<String>,
@@ -208,8 +209,8 @@ struct ProfileArgs {
     #[command(flatten)]
     target: LaunchTarget,
     /// Only macos: Seatbelt profiles are macOS's.
-    #[arg(long, value_parser = parse_target)]
-    target_os: Target,
+    #[arg(long, value_enum)]
+    target_os: TargetOs,
     /// The Mac user's home (default: this home on a Mac; /Users/NAME with --user).
     #[arg(long, value_name = "DIR", conflicts_with = "user")]
     home: Option<PathBuf>,
@@ -225,8 +226,20 @@ struct ProfileArgs {
     out: Option<PathBuf>,
 }
 
-fn parse_target(s: &str) -> Result<Target, String> {
-    Target::parse(s).ok_or_else(|| format!("unknown target {s:?}; expected macos or linux"))
+/// An OS a launch can be computed for (`--target-os`).
+#[derive(Clone, Copy, ValueEnum)]
+enum TargetOs {
+    Macos,
+    Linux,
+}
+
+impl From<TargetOs> for Target {
+    fn from(t: TargetOs) -> Target {
+        match t {
+            TargetOs::Macos => Target::Macos,
+            TargetOs::Linux => Target::Linux,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -287,10 +300,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let state = open_state(cli.state_root.as_ref())?;
             match cmd {
                 ChatCmd::Add { id, mode } => {
-                    if Mode::parse(&mode).is_none() {
-                        bail!("--mode {mode:?}: expected auto, full or bridge-only");
-                    }
-                    let runtime = state.add_chat(&ChatId::new(&id)?, &ChatSettings { mode })?;
+                    let settings = ChatSettings {
+                        mode: mode.to_string(),
+                    };
+                    let runtime = state.add_chat(&ChatId::new(&id)?, &settings)?;
                     println!("created chat {id}; runtime {}", runtime.display());
                 }
                 ChatCmd::List => {
@@ -411,7 +424,7 @@ fn step_run(
         std::env::current_exe().context("cannot find the dispatcher's own binary")?;
     let sandboxer = platform::locate_sandboxer(&dispatcher_bin);
     let launch = dispatcher::step::plan(&state, &req, target, &home, &sandboxer, |policy| {
-        platform::confinement(target, policy, &home)
+        launch::confinement(target, policy, &home)
     })?;
     if dry_run {
         println!("{}", serde_json::to_string_pretty(&launch)?);
@@ -457,55 +470,40 @@ fn launch_cmd(
     let state = open_state(state_root.as_ref())?;
     let adapters = adapter::load_all(profiles_dir)?;
     let adapter = adapter::find(&adapters, &args.target.cli).map_err(anyhow::Error::msg)?;
-    let target = match args.target_os {
+    let target = match args.target_os.map(Target::from) {
         Some(t) if !t.is_host() && !args.dry_run => {
             bail!("--target-os {t} is only for --dry-run: a launch runs on this machine")
         }
         Some(t) => t,
         None => Target::host().context("this OS has no sandbox backend")?,
     };
-    let mode = match &args.mode {
-        Some(m) => Some(
-            Mode::parse(m)
-                .with_context(|| format!("--mode {m:?}: expected auto, full or bridge-only"))?,
-        ),
-        None => None,
-    };
     if args.tmux && args.headless {
         bail!("--tmux and --headless are exclusive: tmux is for interactive sessions");
     }
     let home = platform::home()?;
-    let mut req = request(&args.target, mode, target, home)?;
+    let mut req = request(&args.target, args.mode, target, home)?;
     req.headless = args.headless;
     req.cwd = args.cwd.clone();
     req.cli_args = args.cli_args.clone();
-    let tools = platform::tools(&adapter, target)?;
-    let mut resolved = None;
-    let launch = launch::plan(&state, &adapter, &req, &tools, |policy| {
-        platform::confinement_resolving(target, policy, &req.home, &mut resolved)
-    })?;
-    let profile = match target {
-        Target::Macos if launch.confined => {
-            Some(platform::seatbelt_profile(&launch, &req.home, None)?)
-        }
-        _ => None,
-    };
+    let planned = launch::prepare(&state, &adapter, &req, Decide::ThisMachine)?;
+    let launch = planned.launch();
+    let files = planned.files(&req.home)?;
 
     if args.dry_run {
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&launch)?);
+            println!("{}", serde_json::to_string_pretty(launch)?);
         } else {
-            print_launch(&launch);
+            print_launch(launch);
         }
         return Ok(ExitCode::SUCCESS);
     }
-    launch::write_files(&launch, profile.as_deref())?;
+    files.write()?;
     eprintln!(
         "dispatcher: {} for chat {} in {} mode ({})",
         launch.cli, launch.chat, launch.mode.mode, launch.mode.reason
     );
     if args.tmux {
-        let session = platform::start_tmux(&state, &launch)?;
+        let session = tmux::start_interactive(&state, launch)?;
         if args.json {
             println!(
                 "{}",
@@ -520,53 +518,8 @@ fn launch_cmd(
         }
         return Ok(ExitCode::SUCCESS);
     }
-    // A confined launch on Linux runs here, through the sandboxer library (see
-    // `platform::run_confined_here`); it inherits this process's environment, set now, while
-    // no other thread runs (the namespace probe's was joined; the bridge's starts below).
-    let here = match (&resolved, target, launch.confined) {
-        (Some(r), Target::Linux, true) if cfg!(target_os = "linux") => Some(r),
-        _ => None,
-    };
-    if here.is_some() {
-        // SAFETY: this process runs one thread here (see above).
-        unsafe { platform::apply_env(&launch) };
-    }
-    // The chat's bridge is served by this process while the CLI runs in the foreground (the
-    // server serves it for tmux and API launches). Its context comes from the launch's own
-    // policy text, never re-read from the runtime. Its thread keeps the signals the launch
-    // waits for blocked, so that they reach the waiting thread.
-    let events = dispatcher::events::EventLog::open(&state, &launch.chat)?;
-    let bridge = platform::with_waited_signals_blocked(|| {
-        platform::serve_bridge(
-            &state,
-            &launch,
-            &req.home,
-            resolved.as_ref(),
-            events.clone(),
-        )
-    })?;
-    // `started` is in the log (the kernel has the line) before the launch starts, and on disk
-    // while it starts: flushing it first would add a journal commit (0.2–4 ms here) to every
-    // launch. Only a power loss within those milliseconds could lose it, together with
-    // whatever the CLI wrote meanwhile (not flushed either). `exited` is flushed before the
-    // dispatcher returns, as every `append` is.
-    events.append_unsynced(&dispatcher::events::Event::started(&launch))?;
-    let flush = {
-        let events = events.clone();
-        move || {
-            if let Err(e) = events.sync() {
-                eprintln!("dispatcher: the started event is not on disk: {e}");
-            }
-        }
-    };
-    let code = match here {
-        #[cfg(target_os = "linux")]
-        Some(r) => platform::run_confined_here(&launch, r, flush),
-        _ => platform::run_foreground(&launch, flush),
-    };
-    drop(bridge);
-    let code = code?;
-    events.append(&dispatcher::events::Event::exited(&launch, code))?;
+    // SAFETY: this process runs one thread here (the namespace probe's was joined).
+    let code = unsafe { launch::run_attached(&state, &planned, &req.home)? };
     Ok(ExitCode::from(code))
 }
 
@@ -624,11 +577,9 @@ fn profile_cmd(
     profiles_dir: Option<&std::path::Path>,
     args: ProfileArgs,
 ) -> Result<ExitCode> {
-    if args.target_os != Target::Macos {
-        bail!(
-            "--target-os {}: Seatbelt profiles are for macos",
-            args.target_os
-        );
+    let target_os = Target::from(args.target_os);
+    if target_os != Target::Macos {
+        bail!("--target-os {target_os}: Seatbelt profiles are for macos");
     }
     let state = open_state(state_root.as_ref())?;
     let adapters = adapter::load_all(profiles_dir)?;
@@ -650,15 +601,9 @@ fn profile_cmd(
         _ => bail!("on this OS, name the Mac's home: --home /Users/NAME or --user NAME"),
     };
     let req = request(&args.target, Some(Mode::Full), Target::Macos, home)?;
-    let tools = platform::tools(&adapter, Target::Macos)?;
-    let launch = launch::plan(
-        &state,
-        &adapter,
-        &req,
-        &tools,
-        |_| Ok("sandbox-exec".into()),
-    )?;
-    let text = platform::seatbelt_profile(&launch, &req.home, args.uid)?;
+    let launch =
+        launch::prepare(&state, &adapter, &req, Decide::Assumed("sandbox-exec"))?.into_launch();
+    let text = launch::seatbelt_profile(&launch, &req.home, args.uid)?;
     let out = args.out.clone().unwrap_or_else(|| {
         launch
             .profile_path
@@ -672,7 +617,7 @@ fn profile_cmd(
 
 fn clis_cmd(profiles_dir: Option<&std::path::Path>, json: bool) -> Result<ExitCode> {
     let adapters = adapter::load_all(profiles_dir)?;
-    let rows = platform::cli_status(&adapters);
+    let rows = dispatcher::clis::cli_status(&adapters);
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {

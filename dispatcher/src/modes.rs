@@ -6,11 +6,14 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A launch's mode, as `--mode` takes it (the stored legacy spellings accepted too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     Auto,
+    #[value(alias = "full_unconfined")]
     Full,
+    #[value(alias = "bridge_only")]
     BridgeOnly,
 }
 

@@ -22,7 +22,7 @@ use sandboxer::Target;
 
 use crate::grants::{Attach, LAUNCH_DIR, LaunchGrants};
 use crate::ids::WorkflowId;
-use crate::launch::{Confinement, ENV_REMOVED, LaunchError};
+use crate::launch::{self, Confinement, ENV_REMOVED, LaunchError};
 use crate::state::{StateError, StateRoot};
 
 /// Where step runtimes live inside the state root.
@@ -115,51 +115,27 @@ pub fn plan(
     let policy_path = launch_dir.join("policy.toml");
     let script_path = launch_dir.join(SCRIPT_NAME);
     let cwd = grants.workflow.clone();
-    let (mut argv, profile, profile_path) = match target {
-        Target::Linux => (
-            vec![
-                sandboxer.display().to_string(),
-                "exec".into(),
-                "--policy".into(),
-                policy_path.display().to_string(),
-                "--cwd".into(),
-                cwd.display().to_string(),
-                "--".into(),
-            ],
-            None,
-            None,
-        ),
+    // A Mac runs it under the profile of this policy, resolved for the person at `home` as
+    // every launch's is (ways-out list included).
+    let (profile, profile_path) = match target {
+        Target::Linux => (None, None),
         Target::Macos => {
             let profile_path = launch_dir.join("sandbox.sb");
-            let fail = |e: &dyn std::fmt::Display| {
-                LaunchError::Adapter(format!("the step's Seatbelt profile: {e}"))
-            };
-            let opts = sandboxer::policy::ResolveOptions::new(
-                Target::Macos,
-                home.to_path_buf(),
-                Target::Macos.is_host(),
-            )
-            .map_err(|e| fail(&e))?;
-            let policy = sandboxer::Policy::from_toml(
-                &policy_text,
-                &policy_path.display().to_string(),
-                &opts,
-            )
-            .map_err(|e| fail(&e))?;
-            let text = sandboxer::seatbelt::render(&policy).map_err(|e| fail(&e))?;
-            (
-                vec![
-                    "/usr/bin/sandbox-exec".to_string(),
-                    "-f".into(),
-                    profile_path.display().to_string(),
-                ],
-                Some(text),
-                Some(profile_path),
-            )
+            let text = launch::render_seatbelt(&policy_text, &policy_path, home, None)
+                .map_err(|e| LaunchError::Profile(format!("the step's Seatbelt profile: {e:#}")))?;
+            (Some(text), Some(profile_path))
         }
     };
-    argv.push(script_path.display().to_string());
-    argv.extend(req.args.iter().cloned());
+    let mut script_argv = vec![script_path.display().to_string()];
+    script_argv.extend(req.args.iter().cloned());
+    let argv = launch::wrapper_argv(
+        target,
+        sandboxer,
+        &policy_path,
+        profile_path.as_deref(),
+        &cwd,
+        &script_argv,
+    );
     Ok(StepLaunch {
         workflow: req.workflow.clone(),
         step: req.step.clone(),
@@ -190,7 +166,7 @@ pub fn write_files(state: &StateRoot, step: &StepLaunch) -> Result<(), LaunchErr
         .strip_prefix(state.path())
         .map(Path::to_path_buf)
         .map_err(|_| io(&step.runtime, &"is outside the state root"))?;
-    crate::launch::ensure_real_dir(state.path(), &rel).map_err(|e| io(&step.runtime, &e))?;
+    launch::ensure_real_dir(state.path(), &rel).map_err(|e| io(&step.runtime, &e))?;
     let script = std::fs::read(&step.script_source).map_err(|e| io(&step.script_source, &e))?;
     crate::state::write_atomic(&step.policy_path, step.policy_text.as_bytes(), 0o600)
         .map_err(|e: StateError| io(&step.policy_path, &e))?;
@@ -206,7 +182,6 @@ pub fn write_files(state: &StateRoot, step: &StepLaunch) -> Result<(), LaunchErr
 /// Runs the step in the foreground; its exit code (128+N for signal N).
 pub fn run_foreground(step: &StepLaunch) -> anyhow::Result<u8> {
     use anyhow::Context;
-    use std::os::unix::process::ExitStatusExt;
     let mut cmd = std::process::Command::new(&step.argv[0]);
     cmd.args(&step.argv[1..]).current_dir(&step.cwd);
     for k in &step.env_removed {
@@ -215,11 +190,7 @@ pub fn run_foreground(step: &StepLaunch) -> anyhow::Result<u8> {
     let status = cmd
         .status()
         .with_context(|| format!("cannot start {}", step.argv[0]))?;
-    Ok(match (status.code(), status.signal()) {
-        (Some(c), _) => c as u8,
-        (None, Some(s)) => 128u8.saturating_add(s as u8),
-        _ => 1,
-    })
+    Ok(launch::of_status(status))
 }
 
 #[cfg(test)]
@@ -279,21 +250,36 @@ mod tests {
         );
         assert!(step.profile.is_none());
 
-        let mac = plan(
-            &s,
-            &req(script_for_mac(&d)),
+        let mac = plan_for_mac(&d, &s);
+        assert_eq!(&mac.argv[..2], ["/usr/bin/sandbox-exec", "-f"]);
+        assert!(mac.profile.as_deref().unwrap().contains("(deny default)"));
+    }
+
+    /// A step's Seatbelt profile is resolved like a chat's: the Mac's ways out (tmux and screen
+    /// sockets, …) are refused in it.
+    #[test]
+    fn a_steps_mac_profile_refuses_the_ways_out() {
+        let (d, s) = state();
+        let profile = plan_for_mac(&d, &s).profile.unwrap();
+        for way_out in ["/private/tmp/uscreens/S-ada", "/Users/ada/.screen"] {
+            assert!(
+                profile.contains(way_out),
+                "{way_out} is not refused in the step's profile:\n{profile}"
+            );
+        }
+    }
+
+    /// The step planned for the Mac user ada (its script need not exist to be planned).
+    fn plan_for_mac(d: &tempfile::TempDir, s: &StateRoot) -> StepLaunch {
+        plan(
+            s,
+            &req(d.path().join("mac.sh")),
             Target::Macos,
             Path::new("/Users/ada"),
             Path::new("/x"),
             |_| Ok("evaluated".into()),
         )
-        .unwrap();
-        assert_eq!(&mac.argv[..2], ["/usr/bin/sandbox-exec", "-f"]);
-        assert!(mac.profile.as_deref().unwrap().contains("(deny default)"));
-    }
-
-    fn script_for_mac(d: &tempfile::TempDir) -> PathBuf {
-        d.path().join("mac.sh")
+        .unwrap()
     }
 
     #[test]

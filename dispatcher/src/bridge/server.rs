@@ -116,7 +116,7 @@ impl ChatContext {
     }
 
     /// [`ChatContext::from_toml`] for a policy already resolved for this machine (with
-    /// `platform::host_resolve_options`); the same checks.
+    /// `launch::host_resolve_options`); the same checks.
     pub fn from_policy(
         state: &StateRoot,
         chat: &ChatId,

@@ -6,9 +6,7 @@ use std::process::Stdio;
 use sandboxer::Target;
 
 use crate::adapter::{self, Adapter};
-use crate::launch::{self};
 use crate::modes::Mode;
-use crate::platform;
 
 use super::fixture::Variant;
 use super::report::{CheckStatus, CliCheck};
@@ -83,7 +81,7 @@ impl Runner<'_> {
         }
         let statically = self
             .plan_launch(a, Variant::Chat, Mode::Full, host, Vec::new())
-            .and_then(|l| own_sandbox::check_static(own, &l));
+            .and_then(|l| own_sandbox::check_static(own, l.launch()));
         let observed = match (&own.observe, &installed) {
             (Some(obs), Some(_)) => Some(match self.run_cli(a, obs.args.clone()) {
                 Ok(ran) if ran.stdout.contains(&obs.stdout_contains) => Ok(format!(
@@ -120,21 +118,15 @@ impl Runner<'_> {
         cli_args: Vec<String>,
     ) -> Result<live::Ran, String> {
         let host = self.host.expect("live");
-        let launch = self.plan_launch(a, Variant::Chat, Mode::Full, host, cli_args)?;
+        let planned = self.plan_launch(a, Variant::Chat, Mode::Full, host, cli_args)?;
+        let launch = planned.launch();
         if !launch.confined {
             return Err(format!(
                 "the launch is not confined here: {}",
                 launch.mode.reason
             ));
         }
-        let profile = match host {
-            Target::Macos => Some(
-                platform::seatbelt_profile(&launch, &self.layout.home, None)
-                    .map_err(|e| format!("{e:#}"))?,
-            ),
-            Target::Linux => None,
-        };
-        launch::write_files(&launch, profile.as_deref()).map_err(|e| e.to_string())?;
+        self.write_launch(&planned)?;
         let mut env = self.base_env();
         env.extend(launch.env_set.clone());
         live::run(live::Spawn {
@@ -152,7 +144,7 @@ impl Runner<'_> {
     pub(super) fn macos_own_sandbox(&self, a: &Adapter, own: &own_sandbox::Statement) -> CliCheck {
         let (status, detail) = match self
             .plan_launch(a, Variant::Chat, Mode::Full, Target::Macos, Vec::new())
-            .and_then(|l| own_sandbox::check_static(own, &l))
+            .and_then(|l| own_sandbox::check_static(own, l.launch()))
         {
             Ok(s) => (CheckStatus::Pass, s),
             Err(e) => (CheckStatus::Fail, e),

@@ -9,8 +9,8 @@ use sandboxer::probe::{self, Probe};
 use sandboxer::{Target, Verdict};
 
 use crate::adapter::Adapter;
+use crate::launch;
 use crate::modes::Mode;
-use crate::platform;
 
 use super::fixture::Variant;
 use super::report::{Column, How, ProbeResult};
@@ -38,7 +38,7 @@ impl Runner<'_> {
             .plan_launch(a, variant, mode, Target::Macos, Vec::new())
             .and_then(|mut l| {
                 self.mutate_launch(&mut l)?;
-                platform::seatbelt_profile(&l, &self.layout.home, None)
+                launch::seatbelt_profile(l.launch(), &self.layout.home, None)
                     .map_err(|e| format!("{e:#}"))
             });
         self.evaluate_into(&mut col, variant, profile, probes);
@@ -124,17 +124,4 @@ impl Runner<'_> {
             });
         }
     }
-}
-
-/// Renders a policy text as the macOS profile, as `platform::seatbelt_profile` does.
-pub(super) fn render_macos(
-    policy_text: &str,
-    home: &Path,
-    policy_path: &Path,
-) -> Result<String, String> {
-    let opts = platform::macos_resolve_options(home, None).map_err(|e| format!("{e:#}"))?;
-    let policy =
-        sandboxer::Policy::from_toml(policy_text, &policy_path.display().to_string(), &opts)
-            .map_err(|e| e.to_string())?;
-    sandboxer::seatbelt::render(&policy).map_err(|e| e.to_string())
 }

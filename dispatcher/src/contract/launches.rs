@@ -8,14 +8,13 @@ use sandboxer::Target;
 use sandboxer::probe::Probe;
 
 use crate::adapter::Adapter;
-use crate::launch::{self};
+use crate::launch::{self, Decide};
 use crate::modes::Mode;
 use crate::platform;
 
 use super::fixture::Variant;
 use super::report::{Column, How, ProbeResult};
 
-use super::evaluated::render_macos;
 use super::live;
 use super::runner::{Runner, sh_quote};
 
@@ -52,22 +51,17 @@ impl Runner<'_> {
         queries: &[PathBuf],
     ) -> Result<(String, Vec<ProbeResult>), String> {
         let host = self.host.expect("live");
-        let mut launch = self.plan_launch(a, variant, mode, host, Vec::new())?;
+        let mut planned = self.plan_launch(a, variant, mode, host, Vec::new())?;
+        let launch = planned.launch();
         if !launch.confined || launch.mode.mode != mode {
             return Err(format!(
                 "the launch is not confined in {mode} mode here: {}",
                 launch.mode.reason
             ));
         }
-        self.mutate_launch(&mut launch)?;
-        let profile = match host {
-            Target::Macos => Some(
-                platform::seatbelt_profile(&launch, &self.layout.home, None)
-                    .map_err(|e| format!("{e:#}"))?,
-            ),
-            Target::Linux => None,
-        };
-        launch::write_files(&launch, profile.as_deref()).map_err(|e| e.to_string())?;
+        self.mutate_launch(&mut planned)?;
+        self.write_launch(&planned)?;
+        let launch = planned.launch();
         let sandboxer = PathBuf::from(&launch.argv[0]);
         let sandboxer = match host {
             Target::Linux => sandboxer,
@@ -169,19 +163,16 @@ impl Runner<'_> {
             target,
             &home,
             sandboxer,
-            |policy| {
-                if target.is_host() {
-                    platform::confinement(target, policy, &home)
-                } else {
-                    Ok(format!("evaluated for {target}"))
-                }
-            },
+            |policy| Decide::ThisMachine.confinement(target, policy, &home, &mut None),
         )
         .map_err(|e| e.to_string())?;
         if self.opts.mutation.is_some() {
             self.mutate_text(&mut step.policy_text)?;
             if target == Target::Macos {
-                step.profile = Some(render_macos(&step.policy_text, &home, &step.policy_path)?);
+                step.profile = Some(
+                    launch::render_seatbelt(&step.policy_text, &step.policy_path, &home, None)
+                        .map_err(|e| format!("{e:#}"))?,
+                );
             }
         }
         Ok(step)

@@ -10,7 +10,7 @@
 //! shows each probe can succeed at all, so a deny is never vacuous unawares.
 //!
 //! Linux: live. macOS: each probe decided by the SBPL evaluator against the exact profile
-//! `dispatcher profile` writes for the launch (`platform::seatbelt_profile`), and live on a
+//! `dispatcher profile` writes for the launch (`launch::seatbelt_profile`), and live on a
 //! Mac by `scripts/mac-selftest.sh`. `docs/contract.md` is the full description.
 
 mod cli_checks;

@@ -8,9 +8,8 @@ use sandboxer::probe::{self, Probe, ProbeOp};
 use sandboxer::{Target, Verdict};
 
 use crate::adapter::Adapter;
-use crate::launch::{self, Launch, LaunchRequest};
+use crate::launch::{self, Decide, LaunchRequest, Planned};
 use crate::modes::Mode;
-use crate::platform;
 
 use super::fixture::{Fixtures, Layout, Variant};
 
@@ -141,8 +140,8 @@ impl Runner<'_> {
         }
     }
 
-    /// Computes a CLI's launch for `target` (confinement asked of this machine for the host,
-    /// assumed for another OS, as `dispatcher profile` does).
+    /// Plans a CLI's launch for `target` (confinement asked of this machine for the host,
+    /// assumed for another OS), as `dispatcher launch` and the server do.
     pub(super) fn plan_launch(
         &self,
         a: &Adapter,
@@ -150,18 +149,17 @@ impl Runner<'_> {
         mode: Mode,
         target: Target,
         cli_args: Vec<String>,
-    ) -> Result<Launch, String> {
-        let tools = platform::tools(a, target).map_err(|e| format!("{e:#}"))?;
+    ) -> Result<Planned, String> {
         let req = self.request(a, v, mode, target, cli_args);
-        let home = self.layout.home.clone();
-        launch::plan(&self.layout.state, a, &req, &tools, |policy| {
-            if target.is_host() {
-                platform::confinement(target, policy, &home)
-            } else {
-                Ok(format!("evaluated for {target}"))
-            }
-        })
-        .map_err(|e| e.to_string())
+        launch::prepare(&self.layout.state, a, &req, Decide::ThisMachine).map_err(|e| e.to_string())
+    }
+
+    /// Writes a planned launch's files (its Seatbelt profile on a Mac).
+    pub(super) fn write_launch(&self, planned: &Planned) -> Result<(), String> {
+        planned
+            .files(&self.layout.home)
+            .and_then(|f| f.write())
+            .map_err(|e| e.to_string())
     }
 
     /// TEST ONLY: breaks the launch's policy text as `--break-policy` says.
@@ -172,9 +170,10 @@ impl Runner<'_> {
         Ok(())
     }
 
-    pub(super) fn mutate_launch(&self, launch: &mut Launch) -> Result<(), String> {
+    /// TEST ONLY: breaks the launch's policy as `--break-policy` says.
+    pub(super) fn mutate_launch(&self, planned: &mut Planned) -> Result<(), String> {
         match self.opts.mutation {
-            Some(m) => m.apply_to_launch(launch),
+            Some(m) => m.apply_to_launch(planned.launch_mut()),
             None => Ok(()),
         }
     }

@@ -25,7 +25,7 @@ mod http;
 pub mod journal;
 pub(crate) mod proc;
 mod supervisor;
-pub(crate) mod tmux;
+pub mod tmux;
 
 use std::fs::{File, OpenOptions};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};

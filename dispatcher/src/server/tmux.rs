@@ -11,8 +11,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::launch::Launch;
-use crate::platform;
+use serde::Serialize;
+
+use crate::launch::{self, Launch};
 use crate::state::StateRoot;
 
 const TAG: &str = "@agentworks_launch";
@@ -57,20 +58,18 @@ pub fn available() -> bool {
 
 /// `tmux new-session` for the launch on the server at `socket`: detached, named
 /// [`session_name`], in the launch's working folder and environment, running exactly its
-/// command line ([`platform::tmux_command_args`]). More tmux commands may be appended after a
+/// command line ([`tmux_command_args`]). More tmux commands may be appended after a
 /// `;` argument; [`run_new_session`] runs it.
 pub fn new_session(socket: &Path, launch: &Launch) -> Result<Command> {
-    let base = platform::command(launch)?; // validates the binaries
+    let base = launch::command(launch)?; // validates the binaries
     let mut cmd = tmux(socket);
     cmd.args(["new-session", "-d", "-s", &session_name(&launch.chat), "-c"])
         .arg(&launch.cwd);
     for (k, v) in &launch.env_set {
         cmd.arg("-e").arg(format!("{k}={v}"));
     }
-    cmd.arg("--").args(platform::tmux_command_args(
-        base.get_program(),
-        base.get_args(),
-    ));
+    cmd.arg("--")
+        .args(tmux_command_args(base.get_program(), base.get_args()));
     for k in &launch.env_removed {
         cmd.env_remove(k);
     }
@@ -87,6 +86,66 @@ pub fn run_new_session(mut cmd: Command) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A tmux session started for a launch.
+#[derive(Debug, Serialize)]
+pub struct TmuxSession {
+    pub socket: PathBuf,
+    pub name: String,
+}
+
+/// Starts the launch in a detached tmux session on the dispatcher's own server, whose socket
+/// lives inside the state root (protected: no confined process can reach it), for the person
+/// to attach to (`dispatcher launch --tmux`; the server's own sessions are [`start`]ed).
+pub fn start_interactive(state: &StateRoot, launch: &Launch) -> Result<TmuxSession> {
+    let socket = socket(state);
+    run_new_session(new_session(&socket, launch)?)?;
+    Ok(TmuxSession {
+        socket,
+        name: session_name(&launch.chat),
+    })
+}
+
+/// A command line as tmux must be given it so that it runs exactly `program args…`.
+///
+/// tmux splits its own command line at every argument that *ends* in `;` (even after `--`):
+/// an argument `x;` would end `new-session`, and the arguments after it would run as tmux
+/// commands (`run-shell …`, unconfined). A trailing `;` is written `\;`, which tmux turns back
+/// into `;`. And tmux runs a command of a single argument through `sh -c`; that one argument
+/// is shell-quoted so the shell runs exactly it.
+pub fn tmux_command_args<'a>(
+    program: &'a std::ffi::OsStr,
+    args: impl Iterator<Item = &'a std::ffi::OsStr>,
+) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let argv: Vec<&std::ffi::OsStr> = std::iter::once(program).chain(args).collect();
+    if argv.len() == 1 {
+        let mut quoted = b"'".to_vec();
+        for &b in program.as_bytes() {
+            if b == b'\'' {
+                quoted.extend_from_slice(b"'\\''");
+            } else {
+                quoted.push(b);
+            }
+        }
+        quoted.push(b'\'');
+        return vec![tmux_escape(std::ffi::OsString::from_vec(quoted))];
+    }
+    argv.into_iter()
+        .map(|a| tmux_escape(a.to_os_string()))
+        .collect()
+}
+
+fn tmux_escape(arg: std::ffi::OsString) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = arg.as_bytes();
+    if bytes.last() != Some(&b';') {
+        return arg;
+    }
+    let mut out = bytes[..bytes.len() - 1].to_vec();
+    out.extend_from_slice(b"\\;");
+    std::ffi::OsString::from_vec(out)
 }
 
 /// Starts the launch in a detached session, tagged with `launch_id`, kept after exit.
@@ -135,11 +194,9 @@ pub fn list(socket: &Path) -> Result<HashMap<String, Pane>> {
         let [name, pid, dead, status, signal, launch] = f.as_slice() else {
             continue;
         };
-        let status = match (status.parse::<u8>(), signal.parse::<u8>()) {
-            (_, Ok(s)) if s > 0 => Some(128u8.saturating_add(s)),
-            (Ok(c), _) => Some(c),
-            _ => None,
-        };
+        let signal = signal.parse::<u8>().ok().filter(|s| *s > 0).map(i32::from);
+        let code = status.parse::<u8>().ok().map(i32::from);
+        let status = (signal.is_some() || code.is_some()).then(|| launch::exit_code(signal, code));
         panes.insert(
             name.to_string(),
             Pane {

@@ -215,7 +215,9 @@ pub(super) fn harness_in_server_wrapper(
             "the server's wrapper {wrapper:?} does not enforce the journal's policy file"
         ));
     }
-    let planned = r.plan_launch(a, Variant::Chat, Mode::Full, host, Vec::new())?;
+    let planned = r
+        .plan_launch(a, Variant::Chat, Mode::Full, host, Vec::new())?
+        .into_launch();
     let run_id = r.next_run_id();
     let (hargv, vars_path) = r.harness_argv(&run_id, queries, sandboxer);
     let mut full = wrapper.clone();

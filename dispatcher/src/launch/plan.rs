@@ -1,26 +1,24 @@
-//! A launch, computed as data first (what `--dry-run --json` prints), then written and run.
-//!
-//! The order is fixed: validate the request against the state root; build the policy; decide
-//! the mode (full only where the platform can enforce the policy); compose the CLI's argv and
-//! environment from its adapter; wrap it in the platform's confinement (`sandboxer exec` on
-//! Linux, `sandbox-exec -f` on macOS). Nothing is written until the whole launch is known.
-//! A foreground launch on Linux does what its `sandboxer exec` wrapper would do in the
-//! dispatcher's own process, through the sandboxer library (`platform::run_confined_here`).
+//! The launch computed as data (what `--dry-run --json` prints and `launch.json` records):
+//! the policy, the mode, the CLI's argv and environment from its adapter, the files to write,
+//! and the command that runs it inside the platform's confinement. Nothing is written here.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use sandboxer::Target;
 use serde::Serialize;
 
+use super::confine::{Confinement, decide_mode, wrapper_argv};
+use super::error::LaunchError;
+use super::request::{LaunchRequest, Tools};
 use crate::adapter::{Adapter, FileBase, FileFormat, Vars};
 use crate::grants::{Attach, LaunchGrants};
 use crate::ids::{ChatId, WorkflowId};
 use crate::modes::{Mode, ModeDecision};
-use crate::state::{StateError, StateRoot};
+use crate::state::StateRoot;
 
 /// The prompt note template (`{home}`, `{runtime}`, `{workflow}`, `{attached}` placeholders).
-pub const PROMPT_NOTE: &str = include_str!("../../profiles/prompt-note.md");
+pub const PROMPT_NOTE: &str = include_str!("../../../profiles/prompt-note.md");
 
 /// The launch's own files inside the runtime (policy, profile, prompt note, record). The
 /// policy grants this folder read-only although the runtime is read-write, so a CLI can read
@@ -30,65 +28,6 @@ pub const LAUNCH_DIR: &str = crate::grants::LAUNCH_DIR;
 /// Variables the dispatcher removes from the CLI's environment: they point at the person's
 /// own terminal multiplexer, which a confined CLI must not try to drive.
 pub const ENV_REMOVED: &[&str] = &["TMUX", "TMUX_PANE", "STY"];
-
-#[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
-    #[error(transparent)]
-    State(#[from] StateError),
-    #[error("{0}")]
-    Adapter(String),
-    #[error("{cli} does not support {mode} mode (it supports: {supported})")]
-    ModeUnsupported {
-        cli: String,
-        mode: Mode,
-        supported: String,
-    },
-    #[error(
-        "{cli} runs bridge-only only inside a working sandbox ({needs}); no working sandbox here: {why}"
-    )]
-    BridgeOnlyNeedsSandbox {
-        cli: String,
-        needs: String,
-        why: String,
-    },
-    #[error("full mode refused: {0}. Use --mode bridge-only, or --mode auto to fall back to it")]
-    FullRefused(String),
-    #[error(
-        "--mode auto must be decided on the machine that runs the CLI; for --target {0} pass --mode full or --mode bridge-only"
-    )]
-    AutoOffHost(Target),
-    #[error("{what}: {why}")]
-    Io { what: String, why: String },
-}
-
-/// What the caller asks for.
-#[derive(Debug, Clone)]
-pub struct LaunchRequest {
-    pub cli: String,
-    pub chat: ChatId,
-    pub workflow: WorkflowId,
-    pub attach: Vec<Attach>,
-    /// `None`: the chat's saved mode.
-    pub mode: Option<Mode>,
-    pub headless: bool,
-    pub cwd: Option<PathBuf>,
-    pub target: Target,
-    /// The person's home (`{home}`, the login files).
-    pub home: PathBuf,
-    pub cli_args: Vec<String>,
-}
-
-/// Where the launch's tools live on this machine.
-#[derive(Debug, Clone, Serialize)]
-pub struct Tools {
-    /// The CLI binary (as found, or the adapter's name when it is not installed).
-    pub cli_binary: PathBuf,
-    /// `sandboxer` (Linux) — the enforcer the launch is wrapped in.
-    pub sandboxer: PathBuf,
-    /// The dispatcher itself, run as the MCP bridge inside the sandbox.
-    pub dispatcher: PathBuf,
-    pub as_root: bool,
-}
 
 /// A file the launch writes before running.
 #[derive(Debug, Clone, Serialize)]
@@ -147,59 +86,6 @@ impl Launch {
                 FileSource::CopyOf(_) => None,
             })
     }
-}
-
-/// What the platform can do for one policy: `Ok(how)` when it can confine, `Err(why not)`.
-pub type Confinement = Result<String, String>;
-
-/// Picks the mode. Explicit `full` where confinement is impossible is refused (fail
-/// closed), never downgraded silently; `auto` falls back to bridge-only and says why.
-pub fn decide_mode(
-    requested: Mode,
-    adapter: &Adapter,
-    confinement: &Confinement,
-) -> Result<ModeDecision, LaunchError> {
-    let (mode, reason) = match (requested, confinement) {
-        (Mode::Full | Mode::Auto, Ok(how)) => {
-            (Mode::Full, format!("the platform confines the CLI: {how}"))
-        }
-        (Mode::Full, Err(why)) => return Err(LaunchError::FullRefused(why.clone())),
-        (Mode::Auto, Err(why)) => (Mode::BridgeOnly, format!("no working sandbox here: {why}")),
-        (Mode::BridgeOnly, Ok(how)) => (
-            Mode::BridgeOnly,
-            format!("requested; still confined: {how}"),
-        ),
-        (Mode::BridgeOnly, Err(why)) => (
-            Mode::BridgeOnly,
-            format!("requested; no working sandbox here: {why}"),
-        ),
-    };
-    if !adapter.supports(mode) {
-        return Err(LaunchError::ModeUnsupported {
-            cli: adapter.name.clone(),
-            mode,
-            supported: adapter
-                .modes
-                .iter()
-                .map(|m| m.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    }
-    if let (Mode::BridgeOnly, Err(why), Some(needs)) =
-        (mode, confinement, &adapter.bridge_only_needs_sandbox)
-    {
-        return Err(LaunchError::BridgeOnlyNeedsSandbox {
-            cli: adapter.name.clone(),
-            needs: needs.clone(),
-            why: why.clone(),
-        });
-    }
-    Ok(ModeDecision {
-        requested,
-        mode,
-        reason,
-    })
 }
 
 /// Computes a launch. `confinement` answers whether the target can enforce a policy text.
@@ -377,33 +263,17 @@ pub fn plan(
     }
 
     let profile_path = (req.target == Target::Macos).then(|| launch_dir.join("sandbox.sb"));
-    let argv = if !confined {
-        cli_argv.clone()
+    let argv = if confined {
+        wrapper_argv(
+            req.target,
+            &tools.sandboxer,
+            &policy_path,
+            profile_path.as_deref(),
+            &cwd,
+            &cli_argv,
+        )
     } else {
-        match req.target {
-            Target::Linux => {
-                let mut a = vec![
-                    tools.sandboxer.display().to_string(),
-                    "exec".into(),
-                    "--policy".into(),
-                    policy_path.display().to_string(),
-                    "--cwd".into(),
-                    cwd.display().to_string(),
-                    "--".into(),
-                ];
-                a.extend(cli_argv.iter().cloned());
-                a
-            }
-            Target::Macos => {
-                let mut a = vec![
-                    "/usr/bin/sandbox-exec".to_string(),
-                    "-f".into(),
-                    profile_path.as_ref().expect("macos").display().to_string(),
-                ];
-                a.extend(cli_argv.iter().cloned());
-                a
-            }
-        }
+        cli_argv.clone()
     };
 
     Ok(Launch {
@@ -463,93 +333,4 @@ fn render_file(vars: &Vars, format: FileFormat, content: &toml::Value) -> Result
             toml::to_string(&vars.expand_value(content)?).map_err(|e| e.to_string())?
         }
     })
-}
-
-/// Writes the launch's files into the runtime: config home (0700), policy, prompt note,
-/// prepared config files, login copies (only those that exist), and the macOS profile. Each
-/// is regenerated by every launch, so a file already holding its bytes is left alone and none
-/// is flushed to disk ([`crate::state::write_regenerated`]).
-pub fn write_files(launch: &Launch, seatbelt_profile: Option<&str>) -> Result<(), LaunchError> {
-    let io = |what: &Path, e: &dyn std::fmt::Display| LaunchError::Io {
-        what: what.display().to_string(),
-        why: e.to_string(),
-    };
-    // Everything below the runtime was writable by the CLI in earlier sessions: a folder on
-    // the way may have been replaced by a symlink into another chat. Folders are walked one
-    // component at a time and a symlink is refused, never followed.
-    let inside = |p: &Path| {
-        p.strip_prefix(&launch.runtime)
-            .map(Path::to_path_buf)
-            .map_err(|_| io(p, &"is outside the chat's runtime"))
-    };
-    let real_dir = |p: &Path| -> Result<(), LaunchError> {
-        ensure_real_dir(&launch.runtime, &inside(p)?).map_err(|e| io(p, &e))
-    };
-    let launch_dir = launch.runtime.join(LAUNCH_DIR);
-    real_dir(&launch_dir)?;
-    if !launch.confined && launch.config_home.exists() {
-        real_dir(&launch.config_home)?;
-        std::fs::remove_dir_all(&launch.config_home).map_err(|e| io(&launch.config_home, &e))?;
-    }
-    let bare_cwd = launch_dir.join("bare-cwd");
-    if launch.cwd == bare_cwd && bare_cwd.exists() {
-        real_dir(&bare_cwd)?;
-        std::fs::remove_dir_all(&bare_cwd).map_err(|e| io(&bare_cwd, &e))?;
-    }
-    if launch.cwd.starts_with(&launch.runtime) {
-        real_dir(&launch.cwd)?;
-    }
-    real_dir(&launch.config_home)?;
-    for f in &launch.files {
-        let parent = f.path.parent().expect("planned files have a folder");
-        if parent.starts_with(&launch.runtime) {
-            real_dir(parent)?;
-        } else {
-            std::fs::create_dir_all(parent).map_err(|e| io(parent, &e))?;
-        }
-        let data = match &f.source {
-            FileSource::Content(c) => c.clone().into_bytes(),
-            FileSource::CopyOf(from) => match std::fs::read(from) {
-                Ok(d) => d,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io(from, &e)),
-            },
-        };
-        crate::state::write_regenerated(&f.path, &data, f.mode).map_err(|e| io(&f.path, &e))?;
-    }
-    if let (Some(path), Some(text)) = (&launch.profile_path, seatbelt_profile) {
-        crate::state::write_regenerated(path, text.as_bytes(), 0o600).map_err(|e| io(path, &e))?;
-    }
-    let record = serde_json::to_string_pretty(&launch).expect("launch serializes");
-    let record_path = launch_dir.join("launch.json");
-    crate::state::write_regenerated(&record_path, record.as_bytes(), 0o600)
-        .map_err(|e| io(&record_path, &e))?;
-    Ok(())
-}
-
-/// Creates `base/rel` folder by folder (mode 0700), refusing any component that exists as
-/// a symlink or a non-folder.
-pub(crate) fn ensure_real_dir(base: &Path, rel: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    let mut dir = base.to_path_buf();
-    for part in rel.components() {
-        let std::path::Component::Normal(name) = part else {
-            return Err(std::io::Error::other("unexpected path component"));
-        };
-        dir.push(name);
-        match std::fs::symlink_metadata(&dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(std::io::Error::other(format!(
-                    "{} is a symlink or a file, not a folder; refusing to follow it",
-                    dir.display()
-                )));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }

@@ -1,0 +1,39 @@
+//! Why a launch was refused or could not be prepared.
+
+use sandboxer::Target;
+
+use crate::modes::Mode;
+use crate::state::StateError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{0}")]
+    Adapter(String),
+    #[error("{cli} does not support {mode} mode (it supports: {supported})")]
+    ModeUnsupported {
+        cli: String,
+        mode: Mode,
+        supported: String,
+    },
+    #[error(
+        "{cli} runs bridge-only only inside a working sandbox ({needs}); no working sandbox here: {why}"
+    )]
+    BridgeOnlyNeedsSandbox {
+        cli: String,
+        needs: String,
+        why: String,
+    },
+    #[error("full mode refused: {0}. Use --mode bridge-only, or --mode auto to fall back to it")]
+    FullRefused(String),
+    #[error(
+        "--mode auto must be decided on the machine that runs the CLI; for --target {0} pass --mode full or --mode bridge-only"
+    )]
+    AutoOffHost(Target),
+    /// The launch's Seatbelt profile could not be rendered from its policy.
+    #[error("{0}")]
+    Profile(String),
+    #[error("{what}: {why}")]
+    Io { what: String, why: String },
+}
