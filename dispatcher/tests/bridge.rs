@@ -1463,19 +1463,24 @@ fn bridge_stays_in_its_own_mount_namespace() {
     let other_root = PathBuf::from(format!("/proc/{pid}/root"));
     let other_cwd = PathBuf::from(format!("/proc/{pid}/cwd"));
     let view = other_root.join(wf.strip_prefix("/").unwrap());
-    // Control: a plain process sees the protected file through the other namespace's view.
+    // Control: a plain process sees the protected file through the other namespace's view,
+    // once both mounts are made and the process has entered `mnt` (its last step).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::fs::read_to_string(view.join("notes.txt"))
-        .ok()
-        .as_ref()
-        != Some(&secret)
-    {
+    let ready = || {
+        std::fs::read_to_string(view.join("notes.txt"))
+            .ok()
+            .as_ref()
+            == Some(&secret)
+            && std::fs::read_to_string(other_cwd.join("config.json"))
+                .is_ok_and(|c| c.contains(&token))
+    };
+    while !ready() {
         if let Ok(Some(status)) = ns.try_wait() {
             panic!("the namespace process ended early ({status}): unshare -Urm must work here");
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the bind mounts did not appear in {}",
+            "the bind mounts did not appear in {} (or the process is not in mnt)",
             view.display()
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
