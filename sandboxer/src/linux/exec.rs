@@ -13,8 +13,8 @@
 
 use crate::Policy;
 use crate::linux::enforce::{self, Command, EnforceError, InPlace, Layer, Outcome, Started};
-use crate::linux::facts;
-use crate::linux::plan::{Facts, Plan, Shape};
+use crate::linux::facts::{self, Facts};
+use crate::linux::plan::{Plan, Shape};
 use crate::linux::planner::{self, HostFs, Refusal};
 use crate::policy::Enforce;
 

@@ -12,9 +12,10 @@ use super::gaps::{Unchecked, metadata_exposure};
 use super::model::{governing, mask_verdict, pinned};
 use super::points::{Children, closes, policy_points};
 use super::rights::{Ops, Rights};
+use crate::linux::facts::Facts;
+use crate::linux::fs_right::FsRight;
 use crate::linux::plan::{
-    Absent, Facts, FsRight, LandlockPlan, LandlockRule, MountStep, Plan, STAGING, Shape,
-    SocketBroker,
+    Absent, LandlockPlan, LandlockRule, MountStep, Plan, STAGING, Shape, SocketBroker,
 };
 use crate::paths::{same, strictly_within, within};
 use crate::policy::{Access, Base, Op, Policy, Reason};

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::error::PlanError;
 use super::fs::{FsView, HostFs};
 use super::prepare::plan_with;
-use crate::linux::plan::{Facts, Gap, Plan, Shape};
+use crate::linux::facts::Facts;
+use crate::linux::plan::{Gap, Plan, Shape};
 use crate::policy::{Enforce, Policy};
 use crate::target::Target;
 

@@ -11,7 +11,8 @@ use super::error::PlanError;
 use super::fs::EntryKind;
 use super::model::{Decider, MountEffect, PlanDecision, Sight, governing};
 use super::points::{Children, closes, policy_points};
-use crate::linux::plan::{FsRight, Gap, MountStep, Plan};
+use crate::linux::fs_right::FsRight;
+use crate::linux::plan::{Gap, MountStep, Plan};
 use crate::paths::{normalize, same, strictly_within, within};
 use crate::policy::{Access, Base, Decision, Op, Policy, Reason};
 

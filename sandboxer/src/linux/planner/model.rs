@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::rights::Rights;
-use crate::linux::plan::{FsRight, MountStep, Plan};
+use crate::linux::fs_right::FsRight;
+use crate::linux::plan::{MountStep, Plan};
 use crate::paths::{normalize, within};
 use crate::policy::{Access, Op, Verdict};
 

@@ -5,7 +5,8 @@ use super::builder::Planner;
 use super::error::PlanError;
 use super::fs::{FsView, HostFs};
 use super::gaps::Unchecked;
-use crate::linux::plan::{Facts, Plan, Shape};
+use crate::linux::facts::Facts;
+use crate::linux::plan::{Plan, Shape};
 use crate::policy::Policy;
 use crate::target::Target;
 

@@ -1,6 +1,6 @@
 //! Landlock rights and policy operations as small bitsets, for the planner's sums.
 
-use crate::linux::plan::FsRight;
+use crate::linux::fs_right::FsRight;
 use crate::policy::Op;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
