@@ -18,8 +18,7 @@ use crate::linux::plan::{Plan, Shape};
 use crate::linux::planner::{self, HostFs, Refusal};
 use crate::policy::Enforce;
 
-/// Exit status when the sandbox could not be set up as planned: nothing was run.
-pub const NOT_RUN: u8 = 125;
+pub use crate::linux::enforce::NOT_RUN;
 
 /// How a confined launch ended.
 #[derive(Debug)]
