@@ -75,6 +75,16 @@ pub fn unprobed_facts() -> Facts {
     }
 }
 
+/// The rule "plan as if the namespaces work, probe, re-plan", once the namespace probe has
+/// found `probed`: `None` when it confirms that they work, so what was planned with
+/// [`unprobed_facts`] stands; else the fallback rule `how` again, with what the probe found.
+pub fn replan(policy: &Policy, how: Enforce, probed: &Facts) -> Option<Result<Plan, Refusal>> {
+    if probed.user_namespaces && probed.mount_pid_namespaces {
+        return None;
+    }
+    Some(planner::choose_with(policy, probed, &HostFs, how))
+}
+
 /// The masks shape's processes for `command`, started before the policy is loaded, for
 /// [`launch_started`]: `how` is the fallback rule asked for on the command line, `None` when
 /// the policy's own decides. `None` when the first shape tried will not be masks, or when
@@ -195,17 +205,12 @@ fn after_run(
     result: Result<Outcome, EnforceError>,
 ) -> Ended {
     match result {
-        Err(e) if namespaces_failed(&e) => {
-            let facts = facts::detect();
-            if facts.user_namespaces && facts.mount_pid_namespaces {
-                // The probe sees them work: the failure was something else; report it.
-                return ended(plan, Err(e));
-            }
-            match planner::choose_with(policy, &facts, &HostFs, how) {
-                Ok(plan) => ended(&plan, enforce::run(&plan, command)),
-                Err(refusal) => Ended::Refused(refusal),
-            }
-        }
+        Err(e) if namespaces_failed(&e) => match replan(policy, how, &facts::detect()) {
+            // The probe sees them work: the failure was something else; report it.
+            None => ended(plan, Err(e)),
+            Some(Ok(plan)) => ended(&plan, enforce::run(&plan, command)),
+            Some(Err(refusal)) => Ended::Refused(refusal),
+        },
         result => ended(plan, result),
     }
 }
