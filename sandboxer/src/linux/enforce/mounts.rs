@@ -82,7 +82,7 @@ fn in_step(step: &MountStep, e: StepError) -> EnforceError {
     let name = match step {
         MountStep::Cover { path, why, .. } => format!("cover {} ({why})", path.display()),
         MountStep::BindBack { path, access, .. } => {
-            format!("bind back {} {}", access_word(*access), path.display())
+            format!("bind back {} {}", access.as_str(), path.display())
         }
         MountStep::Refuse { path, .. } => format!("refuse {}", path.display()),
         MountStep::Pin { path, of } => {
@@ -92,13 +92,6 @@ fn in_step(step: &MountStep, e: StepError) -> EnforceError {
     match e.errno {
         Some(errno) => EnforceError::os(Layer::Masks, format_args!("{name}: {}", e.what), errno),
         None => EnforceError::new(Layer::Masks, format!("{name}: {}", e.what)),
-    }
-}
-
-fn access_word(access: Access) -> &'static str {
-    match access {
-        Access::Ro => "ro",
-        Access::Rw => "rw",
     }
 }
 
