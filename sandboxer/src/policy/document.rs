@@ -12,8 +12,8 @@ pub use toml::Spanned;
 
 #[cfg(doc)]
 use super::Policy;
-use super::{Access, Base, PolicyError};
-use crate::located::{LineIndex, toml_field_and_message};
+use super::{Access, Base};
+use crate::located::{DataFileError, LineIndex, toml_field_and_message};
 
 /// A whole policy file. Field order is the file's: sections and arrays of tables are written
 /// in this order, plain values first.
@@ -170,14 +170,14 @@ impl PolicyDocument {
     }
 
     /// Parses policy text without resolving it; `file` names it in errors, which say where.
-    pub fn from_toml(text: &str, file: &str) -> Result<PolicyDocument, PolicyError> {
+    pub fn from_toml(text: &str, file: &str) -> Result<PolicyDocument, DataFileError> {
         toml::from_str(text).map_err(|e| {
             let (field, message) = toml_field_and_message(&e);
             let (line, column) = match e.span() {
                 Some(span) => LineIndex::new(text).line_col(span.start),
                 None => (0, 0),
             };
-            PolicyError {
+            DataFileError {
                 file: file.into(),
                 line,
                 column,
