@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Landlock filesystem rights, by name; the enforcer maps them to the kernel's bits. A plan
-/// only lists rights its ABI ([`LandlockPlan::abi`]) knows.
+/// only lists rights its ABI ([`crate::linux::plan::LandlockPlan::abi`]) knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FsRight {

@@ -11,7 +11,7 @@ use crate::linux::plan::{Gap, MountStep, Plan, Shape};
 use crate::paths::normalize;
 use crate::policy::Access;
 
-/// The planner's self-check, run by [`run_checking`] while the sandbox is being set up: the
+/// The planner's self-check, run by [`super::run_checking`] while the sandbox is being set up: the
 /// plan's gaps, or why they could not be computed.
 pub type Check<'c> = &'c mut dyn FnMut() -> Result<Vec<Gap>, EnforceError>;
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::target::Target;
 
-/// A plan that cannot be made at all (as opposed to a [`Refusal`]: a plan made, but not good
+/// A plan that cannot be made at all (as opposed to a [`super::Refusal`]: a plan made, but not good
 /// enough).
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {

@@ -16,7 +16,7 @@ use crate::linux::plan::{Gap, MountStep, Plan};
 use crate::paths::{normalize, same, strictly_within, within};
 use crate::policy::{Access, Base, Decision, Op, Policy, Reason};
 
-/// A plan whose gaps are not computed yet: see [`prepare_with`]. Everything the gaps depend
+/// A plan whose gaps are not computed yet: see [`super::prepare_with`]. Everything the gaps depend
 /// on was read from the filesystem when the plan was made, so computing them later reads
 /// nothing (and sees nothing the launch changes meanwhile, such as placeholders).
 pub struct Unchecked<'a> {

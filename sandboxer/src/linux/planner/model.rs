@@ -189,7 +189,7 @@ pub(super) fn mask_verdict(
 
 impl Plan {
     /// The plan's own model of what the kernel will do: may `op` be done at `path` (absolute,
-    /// resolved, like [`Policy::decide`]) once this plan is applied? Masks first, then
+    /// resolved, like [`crate::Policy::decide`]) once this plan is applied? Masks first, then
     /// Landlock: read needs `read-file`, list `read-dir`, write `write-file` or `truncate`
     /// (truncate(2) changes content too, and below ABI 3 it is not restricted), create a
     /// `make-*` right on the parent, delete a
