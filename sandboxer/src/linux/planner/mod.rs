@@ -1,7 +1,7 @@
-//! The Linux planner: policy + platform facts → [`Plan`](crate::linux::plan::Plan). Pure: the filesystem is seen through
+//! The Linux planner: policy + platform facts → [`Plan`]. Pure: the filesystem is seen through
 //! an [`FsView`], so plans are deterministic in tests; [`HostFs`] is this machine's.
 //!
-//! Two shapes ([`Shape`](crate::linux::plan::Shape)):
+//! Two shapes ([`Shape`]):
 //!
 //! - **masks**: user + mount + PID namespaces; an empty tmpfs over each protected root and
 //!   ways-out entry, grants bound back inside, refused paths masked; then Landlock with the
@@ -14,7 +14,7 @@
 //!
 //! Both are computed by one procedure: the masks (if any) first, then, for every folder on
 //! the way to a rule path, the Landlock rights that every path beneath it may have. The plan
-//! then models itself ([`Plan::decide`](crate::linux::plan::Plan::decide)) and is compared with [`Policy::decide`](crate::Policy::decide) on a finite
+//! then models itself ([`Plan::decide`]) and is compared with [`Policy::decide`] on a finite
 //! set of representative paths that covers every class of path the rules distinguish: each
 //! difference is a [`GapKind`], and which ones break the policy follows from the kind, never
 //! from the shape. [`choose`] applies the fallback rule.
@@ -33,6 +33,11 @@ mod model;
 mod points;
 mod prepare;
 mod rights;
+
+#[cfg(doc)]
+use crate::Policy;
+#[cfg(doc)]
+use crate::linux::plan::{Plan, Shape};
 
 pub use builder::{MAX_KNOWN_ABI, WAYS_OUT_ORIGIN};
 pub use choose::{Attempt, MIN_ABI_MASKS, Refusal, RefusalId, choose, choose_with};
