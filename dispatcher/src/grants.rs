@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use sandboxer::Access;
 use serde::Serialize;
 
 use crate::ids::WorkflowId;
@@ -37,42 +38,6 @@ impl std::str::FromStr for Attach {
         let workflow = WorkflowId::new(id).map_err(|e| e.to_string())?;
         Ok(Attach { workflow, access })
     }
-}
-
-#[derive(Serialize)]
-struct PathEntry {
-    path: PathBuf,
-    why: String,
-}
-
-#[derive(Serialize)]
-struct GrantEntry {
-    path: PathBuf,
-    access: &'static str,
-    why: String,
-}
-
-#[derive(Serialize)]
-struct Launchers {
-    block: bool,
-}
-
-#[derive(Serialize)]
-struct LinuxDoc {
-    mask_registry: PathBuf,
-}
-
-#[derive(Serialize)]
-struct PolicyDoc {
-    version: u32,
-    base: &'static str,
-    /// The chat's own bridge socket: the only pathname Unix socket the CLI may connect to.
-    unix_sockets: Vec<PathBuf>,
-    protected: Vec<PathEntry>,
-    grant: Vec<GrantEntry>,
-    refuse: Vec<PathEntry>,
-    launchers: Launchers,
-    linux: LinuxDoc,
 }
 
 /// Where each chat's sandbox registers its mask keeper, inside the protected state root, so
@@ -124,73 +89,51 @@ impl LaunchGrants {
 
     /// The policy as TOML text.
     pub fn policy_toml(&self) -> String {
-        let mut protected = vec![PathEntry {
-            path: self.state_root.clone(),
-            why: "the dispatcher's state root: config.json (server token), auth, other chats"
-                .into(),
-        }];
-        protected.push(PathEntry {
-            path: self.anchor.clone(),
-            why: "the state root's anchor: how the dispatcher tells it from a look-alike".into(),
-        });
+        use sandboxer::policy::{GrantRule, PathRule, written};
+        let mut doc = sandboxer::PolicyDocument::new(sandboxer::Base::Open);
+        doc.unix_sockets = vec![written(self.runtime.join(crate::bridge::SOCKET_NAME))];
+        doc.protected = vec![
+            PathRule::new(
+                &self.state_root,
+                "the dispatcher's state root: config.json (server token), auth, other chats",
+            ),
+            PathRule::new(
+                &self.anchor,
+                "the state root's anchor: how the dispatcher tells it from a look-alike",
+            ),
+        ];
         if !self.docs_root.starts_with(&self.state_root) {
-            protected.push(PathEntry {
-                path: self.docs_root.clone(),
-                why: "workspace documents: other workflows".into(),
-            });
+            doc.protected.push(PathRule::new(
+                &self.docs_root,
+                "workspace documents: other workflows",
+            ));
         }
-        let mut grant = vec![
-            GrantEntry {
-                path: self.runtime.clone(),
-                access: "rw",
-                why: "this chat's runtime".into(),
-            },
-            GrantEntry {
-                path: self.runtime.join(LAUNCH_DIR),
-                access: "ro",
-                why: "the launch's own files (policy, profile, prompt note): read-only".into(),
-            },
-            GrantEntry {
-                path: self.workflow.clone(),
-                access: "rw",
-                why: "this chat's workflow".into(),
-            },
+        doc.grant = vec![
+            GrantRule::new(&self.runtime, Access::Rw, "this chat's runtime"),
+            GrantRule::new(
+                self.runtime.join(LAUNCH_DIR),
+                Access::Ro,
+                "the launch's own files (policy, profile, prompt note): read-only",
+            ),
+            GrantRule::new(&self.workflow, Access::Rw, "this chat's workflow"),
         ];
         for (path, access) in &self.attached {
-            grant.push(GrantEntry {
-                path: path.clone(),
-                access: match access {
-                    sandboxer::Access::Ro => "ro",
-                    sandboxer::Access::Rw => "rw",
-                },
-                why: "an attached workflow".into(),
-            });
+            doc.grant
+                .push(GrantRule::new(path, *access, "an attached workflow"));
         }
-        let refuse = self
+        doc.refuse = self
             .workflow_dirs()
             .flat_map(|wf| {
-                self.blocked.iter().map(move |b| PathEntry {
-                    path: wf.join(b),
-                    why: "folder guard: blocked inside every workflow".into(),
+                self.blocked.iter().map(move |b| {
+                    PathRule::new(wf.join(b), "folder guard: blocked inside every workflow")
                 })
             })
             .collect();
-        let doc = PolicyDoc {
-            version: 1,
-            base: "open",
-            unix_sockets: vec![self.runtime.join(crate::bridge::SOCKET_NAME)],
-            protected,
-            grant,
-            refuse,
-            launchers: Launchers { block: true },
-            linux: LinuxDoc {
-                mask_registry: mask_registry(&self.state_root),
-            },
-        };
+        doc.linux.mask_registry = Some(written(mask_registry(&self.state_root)));
         let mut text = String::from(
             "# Written by the dispatcher for one launch; this is exactly what sandboxer enforces.\n",
         );
-        text.push_str(&toml::to_string(&doc).expect("policy document serializes"));
+        text.push_str(&doc.to_toml().expect("policy document serializes"));
         text
     }
 }

@@ -16,5 +16,7 @@ pub mod seatbelt;
 pub mod target;
 pub mod ways_out;
 
-pub use policy::{Access, Base, Decision, Op, Policy, PolicyError, Reason, Verdict};
+pub use policy::{
+    Access, Base, Decision, Op, Policy, PolicyDocument, PolicyError, Reason, Verdict,
+};
 pub use target::Target;

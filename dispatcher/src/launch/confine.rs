@@ -140,26 +140,21 @@ fn linux_confinement(
     home: &Path,
     resolved: &mut Option<Resolved>,
 ) -> Confinement {
-    use sandboxer::linux::{facts, planner};
+    use sandboxer::linux::{exec, facts, planner};
     let probe = std::thread::spawn(facts::detect);
     let planned = (|| -> Result<_, String> {
         let opts =
             host_resolve_options(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
         let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
             .map_err(|e| format!("the launch policy is invalid: {e}"))?;
-        let assumed = sandboxer::linux::exec::unprobed_facts();
-        let plan = planner::choose(&policy, &assumed);
-        Ok((policy, assumed, plan))
+        let plan = planner::choose(&policy, &exec::unprobed_facts());
+        Ok((policy, plan))
     })();
     // Joined before any answer, so the probe's children are reaped whatever happens.
     let probed = probe.join();
-    let (policy, assumed, plan) = planned?;
+    let (policy, plan) = planned?;
     let facts = probed.map_err(|_| "the namespace probe failed".to_string())?;
-    let plan = if facts == assumed {
-        plan
-    } else {
-        planner::choose(&policy, &facts)
-    };
+    let plan = exec::replan(&policy, policy.linux.enforce, &facts).unwrap_or(plan);
     *resolved = Some(Resolved {
         policy,
         facts: facts.clone(),

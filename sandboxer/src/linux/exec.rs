@@ -13,13 +13,12 @@
 
 use crate::Policy;
 use crate::linux::enforce::{self, Command, EnforceError, InPlace, Layer, Outcome, Started};
-use crate::linux::facts;
-use crate::linux::plan::{Facts, Plan, Shape};
+use crate::linux::facts::{self, Facts};
+use crate::linux::plan::{Plan, Shape};
 use crate::linux::planner::{self, HostFs, Refusal};
 use crate::policy::Enforce;
 
-/// Exit status when the sandbox could not be set up as planned: nothing was run.
-pub const NOT_RUN: u8 = 125;
+pub use crate::linux::enforce::NOT_RUN;
 
 /// How a confined launch ended.
 #[derive(Debug)]
@@ -74,6 +73,16 @@ pub fn unprobed_facts() -> Facts {
         gid,
         namespaces_blocked_by: None,
     }
+}
+
+/// The rule "plan as if the namespaces work, probe, re-plan", once the namespace probe has
+/// found `probed`: `None` when it confirms that they work, so what was planned with
+/// [`unprobed_facts`] stands; else the fallback rule `how` again, with what the probe found.
+pub fn replan(policy: &Policy, how: Enforce, probed: &Facts) -> Option<Result<Plan, Refusal>> {
+    if probed.user_namespaces && probed.mount_pid_namespaces {
+        return None;
+    }
+    Some(planner::choose_with(policy, probed, &HostFs, how))
 }
 
 /// The masks shape's processes for `command`, started before the policy is loaded, for
@@ -196,17 +205,12 @@ fn after_run(
     result: Result<Outcome, EnforceError>,
 ) -> Ended {
     match result {
-        Err(e) if namespaces_failed(&e) => {
-            let facts = facts::detect();
-            if facts.user_namespaces && facts.mount_pid_namespaces {
-                // The probe sees them work: the failure was something else; report it.
-                return ended(plan, Err(e));
-            }
-            match planner::choose_with(policy, &facts, &HostFs, how) {
-                Ok(plan) => ended(&plan, enforce::run(&plan, command)),
-                Err(refusal) => Ended::Refused(refusal),
-            }
-        }
+        Err(e) if namespaces_failed(&e) => match replan(policy, how, &facts::detect()) {
+            // The probe sees them work: the failure was something else; report it.
+            None => ended(plan, Err(e)),
+            Some(Ok(plan)) => ended(&plan, enforce::run(&plan, command)),
+            Some(Err(refusal)) => Ended::Refused(refusal),
+        },
         result => ended(plan, result),
     }
 }

@@ -3,36 +3,16 @@
 //! (Linux only) applies it step by step and refuses to run anything if a step fails.
 //!
 //! The plan also carries its own model of what the kernel will do once it is applied,
-//! [`Plan::decide`] (in `planner.rs`), and the [`Gap`]s where that model differs from
+//! [`Plan::decide`] (in `planner/model.rs`), and the [`Gap`]s where that model differs from
 //! [`crate::Policy::decide`].
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::linux::facts::Blocker;
+pub use crate::linux::facts::Facts;
+pub use crate::linux::fs_right::FsRight;
 use crate::policy::Access;
-
-/// What the platform can enforce. Detected by [`crate::linux::facts::detect`] (Linux only), or
-/// given explicitly by tests to simulate a kernel without Landlock or a machine without user
-/// namespaces.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Facts {
-    /// Landlock ABI version; 0 when Landlock is absent or disabled.
-    pub landlock_abi: u32,
-    /// Unprivileged (or, as root, plain) user namespaces can be created and mapped.
-    pub user_namespaces: bool,
-    /// Mount and PID namespaces can be created inside the user namespace, with a private
-    /// mount tree, a tmpfs and a fresh `/proc`.
-    pub mount_pid_namespaces: bool,
-    /// The uid and gid the confined process keeps (mapped to themselves).
-    pub uid: u32,
-    pub gid: u32,
-    /// What stops the namespaces, when they do not work and the cause is known: refusal
-    /// messages name it and say how to lift it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespaces_blocked_by: Option<Blocker>,
-}
 
 /// The two shapes of a Linux plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -122,131 +102,6 @@ impl MountStep {
             | MountStep::Refuse { path, .. }
             | MountStep::Pin { path, .. } => path,
         }
-    }
-}
-
-/// Landlock filesystem rights, by name; the enforcer maps them to the kernel's bits. A plan
-/// only lists rights its ABI ([`LandlockPlan::abi`]) knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FsRight {
-    Execute,
-    WriteFile,
-    ReadFile,
-    ReadDir,
-    RemoveDir,
-    RemoveFile,
-    MakeChar,
-    MakeDir,
-    MakeReg,
-    MakeSock,
-    MakeFifo,
-    MakeBlock,
-    MakeSym,
-    /// ABI 2.
-    Refer,
-    /// ABI 3.
-    Truncate,
-    /// ABI 5.
-    IoctlDev,
-    /// ABI 9: connect to a pathname Unix socket (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`).
-    ResolveUnix,
-}
-
-impl FsRight {
-    pub const ALL: [FsRight; 17] = [
-        FsRight::Execute,
-        FsRight::WriteFile,
-        FsRight::ReadFile,
-        FsRight::ReadDir,
-        FsRight::RemoveDir,
-        FsRight::RemoveFile,
-        FsRight::MakeChar,
-        FsRight::MakeDir,
-        FsRight::MakeReg,
-        FsRight::MakeSock,
-        FsRight::MakeFifo,
-        FsRight::MakeBlock,
-        FsRight::MakeSym,
-        FsRight::Refer,
-        FsRight::Truncate,
-        FsRight::IoctlDev,
-        FsRight::ResolveUnix,
-    ];
-
-    /// The rights that create an entry of some kind in a folder.
-    pub const MAKE: [FsRight; 7] = [
-        FsRight::MakeChar,
-        FsRight::MakeDir,
-        FsRight::MakeReg,
-        FsRight::MakeSock,
-        FsRight::MakeFifo,
-        FsRight::MakeBlock,
-        FsRight::MakeSym,
-    ];
-
-    /// The rights that remove an entry from a folder.
-    pub const REMOVE: [FsRight; 2] = [FsRight::RemoveDir, FsRight::RemoveFile];
-
-    /// The first Landlock ABI that knows this right.
-    pub fn since_abi(self) -> u32 {
-        match self {
-            FsRight::Refer => 2,
-            FsRight::Truncate => 3,
-            FsRight::IoctlDev => 5,
-            FsRight::ResolveUnix => 9,
-            _ => 1,
-        }
-    }
-
-    /// Rights that mean something on a non-folder; the kernel refuses a rule on a file that
-    /// carries any other right.
-    pub fn applies_to_files(self) -> bool {
-        matches!(
-            self,
-            FsRight::Execute
-                | FsRight::WriteFile
-                | FsRight::ReadFile
-                | FsRight::Truncate
-                | FsRight::IoctlDev
-                | FsRight::ResolveUnix
-        )
-    }
-
-    /// Every right the given ABI knows, in [`FsRight::ALL`] order.
-    pub fn known_at(abi: u32) -> Vec<FsRight> {
-        FsRight::ALL
-            .into_iter()
-            .filter(|r| abi >= r.since_abi())
-            .collect()
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FsRight::Execute => "execute",
-            FsRight::WriteFile => "write-file",
-            FsRight::ReadFile => "read-file",
-            FsRight::ReadDir => "read-dir",
-            FsRight::RemoveDir => "remove-dir",
-            FsRight::RemoveFile => "remove-file",
-            FsRight::MakeChar => "make-char",
-            FsRight::MakeDir => "make-dir",
-            FsRight::MakeReg => "make-reg",
-            FsRight::MakeSock => "make-sock",
-            FsRight::MakeFifo => "make-fifo",
-            FsRight::MakeBlock => "make-block",
-            FsRight::MakeSym => "make-sym",
-            FsRight::Refer => "refer",
-            FsRight::Truncate => "truncate",
-            FsRight::IoctlDev => "ioctl-dev",
-            FsRight::ResolveUnix => "resolve-unix",
-        }
-    }
-}
-
-impl std::fmt::Display for FsRight {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 
-use serde::Deserialize;
 use toml::Spanned;
 
+use super::document::PolicyDocument;
 use super::{
     Access, Base, ClosedBase, Enforce, Grant, LauncherSet, LinuxKnobs, MacosKnobs, Origin, Policy,
     Rule, launchers::LauncherPath,
@@ -105,93 +105,6 @@ fn check_home(home: &Path, target: Target, resolve: bool) -> Result<PathBuf, Pol
     }
 }
 
-// ---- the file as written -------------------------------------------------------------------
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPolicy {
-    version: Spanned<i64>,
-    base: Spanned<String>,
-    #[serde(default)]
-    protected: Vec<RawPath>,
-    #[serde(default)]
-    grant: Vec<RawGrant>,
-    #[serde(default)]
-    refuse: Vec<RawPath>,
-    #[serde(default)]
-    launchers: RawLaunchers,
-    #[serde(default)]
-    closed: RawClosed,
-    #[serde(default)]
-    macos: RawMacos,
-    #[serde(default)]
-    linux: RawLinux,
-    #[serde(default)]
-    unix_sockets: Vec<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPath {
-    path: Spanned<String>,
-    why: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawGrant {
-    path: Spanned<String>,
-    access: Spanned<String>,
-    why: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLaunchers {
-    #[serde(default = "yes")]
-    block: bool,
-    /// More executables to refuse, on any target.
-    #[serde(default)]
-    extra: Vec<Spanned<String>>,
-}
-
-impl Default for RawLaunchers {
-    fn default() -> Self {
-        RawLaunchers {
-            block: true,
-            extra: Vec::new(),
-        }
-    }
-}
-
-fn yes() -> bool {
-    true
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawClosed {
-    read: Option<Vec<Spanned<String>>>,
-    write: Option<Vec<Spanned<String>>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawMacos {
-    #[serde(default)]
-    deny_mach_services: Vec<Spanned<String>>,
-    ways_out: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawLinux {
-    enforce: Option<Spanned<String>>,
-    ways_out: Option<bool>,
-    nested_user_namespaces: Option<bool>,
-    mask_registry: Option<Spanned<String>>,
-}
-
 /// Folders a closed base opens when the file does not say. Read: the system; write: the
 /// character devices every program expects to write.
 fn closed_defaults(target: Target) -> (&'static [&'static str], &'static [&'static str]) {
@@ -244,13 +157,13 @@ impl Policy {
 
     /// Parses and resolves policy text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str, opts: &ResolveOptions) -> Result<Policy, PolicyError> {
+        let doc = PolicyDocument::from_toml(text, file)?;
         let cx = Cx {
             file,
             opts,
             lines: LineIndex::new(text),
         };
-        let raw: RawPolicy = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
-        cx.resolve(raw)
+        cx.resolve(doc)
     }
 }
 
@@ -280,21 +193,7 @@ impl Cx<'_> {
         }
     }
 
-    fn toml_error(&self, e: &toml::de::Error) -> PolicyError {
-        let (field, message) = crate::located::toml_field_and_message(e);
-        match e.span() {
-            Some(span) => self.error(span, &field, message),
-            None => PolicyError {
-                file: self.file.into(),
-                line: 0,
-                column: 0,
-                field,
-                message,
-            },
-        }
-    }
-
-    fn resolve(&self, raw: RawPolicy) -> Result<Policy, PolicyError> {
+    fn resolve(&self, raw: PolicyDocument) -> Result<Policy, PolicyError> {
         let target = self.opts.target;
         if *raw.version.get_ref() != 1 {
             return Err(self.error(
@@ -539,7 +438,7 @@ impl Cx<'_> {
 
     fn folder_list(
         &self,
-        given: Option<&[Spanned<String>]>,
+        given: Option<&[Spanned<PathBuf>]>,
         defaults: &[&str],
         field: &str,
     ) -> Result<Vec<Rule>, PolicyError> {
@@ -574,9 +473,12 @@ impl Cx<'_> {
 
     /// Validates and resolves one path as written. Returns the resolved path and the lexical
     /// one (after `~` and aliases, before symlinks), so callers can tell a symlink was followed.
-    fn path(&self, s: &Spanned<String>, field: &str) -> Result<(PathBuf, PathBuf), PolicyError> {
-        let written = s.get_ref();
+    fn path(&self, s: &Spanned<PathBuf>, field: &str) -> Result<(PathBuf, PathBuf), PolicyError> {
         let err = |m: String| self.error(s.span(), field, m);
+        // Read from TOML, a path is text; only one built in code may not be.
+        let Some(written) = s.get_ref().to_str() else {
+            return Err(err(format!("{:?} is not valid UTF-8", s.get_ref())));
+        };
         if written.is_empty() {
             return Err(err("the path is empty".into()));
         }

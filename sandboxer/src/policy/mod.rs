@@ -8,6 +8,7 @@
 //! Plus launchers (blocked by default). A [`Policy`] is always resolved: absolute, canonical
 //! paths for one [`Target`]. Build one with [`Policy::load`] or [`Policy::from_toml`].
 
+mod document;
 mod launchers;
 mod load;
 
@@ -16,6 +17,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use document::{
+    ClosedSection, GrantRule, LaunchersSection, LinuxSection, MacosSection, PathRule,
+    PolicyDocument, Spanned, written,
+};
 pub use launchers::{LauncherPath, LauncherSet, MachName};
 pub use load::{PolicyError, ResolveOptions, default_policy};
 
@@ -36,6 +41,16 @@ pub enum Base {
 pub enum Access {
     Ro,
     Rw,
+}
+
+impl Access {
+    /// The word a policy file uses: `ro` or `rw`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Ro => "ro",
+            Access::Rw => "rw",
+        }
+    }
 }
 
 /// How the Linux backend should confine (`[linux] enforce`). The `auto` choice is the

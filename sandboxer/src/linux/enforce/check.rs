@@ -11,6 +11,21 @@ use crate::linux::plan::{Gap, MountStep, Plan, Shape};
 use crate::paths::normalize;
 use crate::policy::Access;
 
+/// The planner's self-check, run by [`super::run_checking`] while the sandbox is being set up: the
+/// plan's gaps, or why they could not be computed.
+pub type Check<'c> = &'c mut dyn FnMut() -> Result<Vec<Gap>, EnforceError>;
+
+/// Everything about `plan` that can be checked before it is applied: see [`plan`]. The gaps
+/// only when they are not computed during setup.
+pub(super) fn validate(plan: &Plan, checked_later: bool) -> Result<(), EnforceError> {
+    if checked_later {
+        plan_but_gaps(plan)?;
+    } else {
+        self::plan(plan)?;
+    }
+    landlock::check_kernel(&plan.landlock)
+}
+
 pub(super) fn plan(plan: &Plan) -> Result<(), EnforceError> {
     no_breaking_gaps(&plan.gaps)?;
     plan_but_gaps(plan)

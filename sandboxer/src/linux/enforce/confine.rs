@@ -20,7 +20,8 @@ use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction
 use nix::unistd::{chdir, execvp, getpid, getsid, setsid};
 
 use super::error::{EnforceError, Layer};
-use super::{Prepared, broker, caps, kernel, landlock, seccomp, sys};
+use super::prepared::Prepared;
+use super::{broker, caps, kernel, landlock, seccomp, sys};
 use crate::linux::plan::{Plan, Shape};
 
 /// How the command's process leaves the caller's terminal.

@@ -99,10 +99,13 @@ impl EnforceError {
         match (self.layer, self.errno) {
             (Layer::Exec, Some(e)) if e == Errno::ENOENT as i32 => 127,
             (Layer::Exec, _) => 126,
-            _ => 125,
+            _ => NOT_RUN,
         }
     }
 }
+
+/// Exit status when the sandbox could not be set up as planned: nothing was run.
+pub const NOT_RUN: u8 = 125;
 
 /// How the confined command ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +124,35 @@ impl Outcome {
             Outcome::Exited(code) => (code & 0xff) as u8,
             Outcome::Signaled(sig) => (128 + sig).clamp(0, 255) as u8,
         }
+    }
+}
+
+/// A failure inside one mount step, before the step is named (`mounts.rs` names it).
+pub(super) struct StepError {
+    pub(super) what: String,
+    pub(super) errno: Option<Errno>,
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.errno {
+            Some(errno) => write!(f, "{}: {}", self.what, errno.desc()),
+            None => f.write_str(&self.what),
+        }
+    }
+}
+
+pub(super) fn fail(what: impl Into<String>, errno: Errno) -> StepError {
+    StepError {
+        what: what.into(),
+        errno: Some(errno),
+    }
+}
+
+pub(super) fn fail_plain(what: impl Into<String>) -> StepError {
+    StepError {
+        what: what.into(),
+        errno: None,
     }
 }
 

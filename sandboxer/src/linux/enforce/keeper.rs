@@ -45,7 +45,7 @@ use nix::sys::signal::Signal;
 use nix::sys::stat::{SFlag, fstat};
 
 use super::error::{EnforceError, Layer};
-use super::mounts::Scratch;
+use super::scratch::Scratch;
 use super::sys::{self, Dir};
 use crate::linux::plan::{MountStep, Plan};
 

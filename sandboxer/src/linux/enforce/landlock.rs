@@ -17,9 +17,10 @@ use nix::sys::stat::fstat;
 
 use super::error::{EnforceError, Layer};
 use super::sys;
+use crate::linux::fs_right::FsRight;
 #[cfg(doc)]
 use crate::linux::plan::Plan;
-use crate::linux::plan::{FsRight, KernelRule, LandlockPlan};
+use crate::linux::plan::{KernelRule, LandlockPlan};
 
 /// The first ABI with scopes (abstract Unix sockets, signals).
 const SCOPES_ABI: u32 = 6;

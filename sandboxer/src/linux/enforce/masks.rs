@@ -40,14 +40,12 @@ use nix::unistd::{Pid, setpgid};
 
 use super::broker::{self, Link};
 use super::channel::{Message, Reporter};
-use super::error::{EnforceError, Layer, Outcome};
+use super::error::{EnforceError, Layer, NOT_RUN, Outcome};
 use super::handoff::Handoff;
+use super::prepared::Prepared;
+use super::spawn::{Parent, exit_with, spawn, spawn_for_exec};
 use super::supervise::{Hop, Reap, supervise};
-use super::{
-    Parent, Prepared, caps, confine, devices, exit_with, keeper, kernel, mounts, spawn,
-    spawn_for_exec, userns,
-};
-use crate::linux::exec::NOT_RUN;
+use super::{caps, confine, devices, keeper, kernel, mounts, userns};
 
 /// The monitor's body: from a plain child of the caller to a running sandbox.
 pub(super) fn monitor(

@@ -29,13 +29,12 @@ use nix::errno::Errno;
 use nix::mount::{MsFlags, mount};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, mkdirat};
 
-use super::error::{EnforceError, Layer};
+use super::error::{EnforceError, Layer, StepError, fail, fail_plain};
 use super::keeper::Kept;
+use super::scratch::{HIDDEN, Scratch};
 use super::sys::{self, Dir};
 use crate::linux::plan::MountStep;
 use crate::policy::Access;
-
-const HIDDEN: u64 = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
 
 /// Applies `steps`. Runs inside the new user and mount namespaces, once `/` is private, before
 /// any untrusted code.
@@ -79,40 +78,11 @@ fn seal(covers: &[CoverMount]) -> Result<(), EnforceError> {
     Ok(())
 }
 
-/// A failure inside one step, before the step is named.
-pub(super) struct StepError {
-    what: String,
-    errno: Option<Errno>,
-}
-
-impl std::fmt::Display for StepError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.errno {
-            Some(errno) => write!(f, "{}: {}", self.what, errno.desc()),
-            None => f.write_str(&self.what),
-        }
-    }
-}
-
-fn fail(what: impl Into<String>, errno: Errno) -> StepError {
-    StepError {
-        what: what.into(),
-        errno: Some(errno),
-    }
-}
-
-fn fail_plain(what: impl Into<String>) -> StepError {
-    StepError {
-        what: what.into(),
-        errno: None,
-    }
-}
-
 fn in_step(step: &MountStep, e: StepError) -> EnforceError {
     let name = match step {
         MountStep::Cover { path, why, .. } => format!("cover {} ({why})", path.display()),
         MountStep::BindBack { path, access, .. } => {
-            format!("bind back {} {}", access_word(*access), path.display())
+            format!("bind back {} {}", access.as_str(), path.display())
         }
         MountStep::Refuse { path, .. } => format!("refuse {}", path.display()),
         MountStep::Pin { path, of } => {
@@ -122,13 +92,6 @@ fn in_step(step: &MountStep, e: StepError) -> EnforceError {
     match e.errno {
         Some(errno) => EnforceError::os(Layer::Masks, format_args!("{name}: {}", e.what), errno),
         None => EnforceError::new(Layer::Masks, format!("{name}: {}", e.what)),
-    }
-}
-
-fn access_word(access: Access) -> &'static str {
-    match access {
-        Access::Ro => "ro",
-        Access::Rw => "rw",
     }
 }
 
@@ -302,53 +265,6 @@ fn refuse(path: &Path, scratch: &mut Scratch) -> Result<(), StepError> {
     };
     let mask = scratch.refusal_mask(is_folder(&stat(&target, path)?))?;
     sys::move_mount(&mask, &target).map_err(|e| fail("mounting over it (move_mount)", e))
-}
-
-/// A private, never-attached tmpfs holding one empty mode-000 file, cloned over covered and
-/// refused files (here, and by the mask keeper over staged ones).
-#[derive(Default)]
-pub(super) struct Scratch {
-    mnt: Option<OwnedFd>,
-}
-
-impl Scratch {
-    const NAME: &'static CStr = c"empty";
-
-    /// What a refusal mounts: an empty read-only tmpfs of mode 000 over a folder, a read-only
-    /// clone of the empty file over anything else.
-    pub(super) fn refusal_mask(&mut self, folder: bool) -> Result<OwnedFd, StepError> {
-        if folder {
-            sys::new_tmpfs(c"0", HIDDEN | libc::MOUNT_ATTR_RDONLY)
-                .map_err(|e| fail("creating the mode-000 tmpfs", e))
-        } else {
-            self.empty_file()
-        }
-    }
-
-    /// A read-only clone of the empty file, ready to be mounted over something.
-    fn empty_file(&mut self) -> Result<OwnedFd, StepError> {
-        if self.mnt.is_none() {
-            self.mnt = Some(Self::make()?);
-        }
-        let mnt = self.mnt.as_ref().expect("made above");
-        let file =
-            sys::clone_entry(mnt, Self::NAME).map_err(|e| fail("cloning the empty file", e))?;
-        sys::mount_setattr(&file, libc::MOUNT_ATTR_RDONLY | HIDDEN, false)
-            .map_err(|e| fail("making the empty file read-only", e))?;
-        Ok(file)
-    }
-
-    fn make() -> Result<OwnedFd, StepError> {
-        let mnt =
-            sys::new_tmpfs(c"0755", HIDDEN).map_err(|e| fail("creating the scratch tmpfs", e))?;
-        sys::open_no_symlinks(
-            Dir::Fd(&mnt),
-            Self::NAME,
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
-        )
-        .map_err(|e| fail("creating the empty file", e))?;
-        Ok(mnt)
-    }
 }
 
 fn cpath(path: &Path) -> Result<CString, StepError> {

@@ -1,0 +1,392 @@
+//! The plan's own model of what the kernel will do once it is applied: [`Plan::decide`].
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::rights::Rights;
+use crate::linux::fs_right::FsRight;
+use crate::linux::plan::{MountStep, Plan};
+use crate::paths::{normalize, within};
+use crate::policy::{Access, Op, Verdict};
+
+/// What a mount does to the path it decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MountEffect {
+    /// Under a cover: nothing is there, nothing can be made.
+    Covered,
+    /// Under a refused-path mask.
+    Refused,
+    /// The path is a mount point: it cannot be created, deleted or renamed (EBUSY).
+    MountPoint,
+    /// Under a read-only bind-back, and the operation writes.
+    ReadOnly,
+}
+
+/// The layer and rule that decided [`Plan::decide`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "layer", rename_all = "kebab-case")]
+pub enum Decider {
+    NotAbsolute,
+    /// The root folder cannot be created, deleted or renamed.
+    Root,
+    /// Mount step `index` decides.
+    Mount {
+        index: usize,
+        path: PathBuf,
+        effect: MountEffect,
+    },
+    /// Landlock rule `index` grants `right`.
+    Rule {
+        index: usize,
+        path: PathBuf,
+        right: FsRight,
+    },
+    /// The plan's Landlock ABI does not handle `right`, so Landlock does not restrict it.
+    Unhandled {
+        right: FsRight,
+        abi: u32,
+    },
+    /// No Landlock rule grants any of `rights` at `at`.
+    NoRule {
+        at: PathBuf,
+        rights: Vec<FsRight>,
+    },
+    /// No mask applies and the plan has no Landlock layer.
+    Unconfined,
+    /// The socket broker refuses a pathname socket off its allowlist.
+    SocketBroker,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlanDecision {
+    pub verdict: Verdict,
+    pub by: Decider,
+}
+
+impl PlanDecision {
+    pub fn allowed(&self) -> bool {
+        self.verdict == Verdict::Allow
+    }
+}
+
+impl fmt::Display for Decider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |rights: &[FsRight]| {
+            rights
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Decider::NotAbsolute => write!(f, "the path is not absolute"),
+            Decider::Root => write!(f, "the root folder cannot be created, deleted or renamed"),
+            Decider::Mount {
+                index,
+                path,
+                effect,
+            } => {
+                let what = match effect {
+                    MountEffect::Covered => "covers",
+                    MountEffect::Refused => "masks refused path",
+                    MountEffect::MountPoint => "is mounted on (a mount point stays put)",
+                    MountEffect::ReadOnly => "binds read-only",
+                };
+                write!(f, "mount step {index} {what} {}", path.display())
+            }
+            Decider::Rule { index, path, right } => {
+                write!(
+                    f,
+                    "Landlock rule {index} on {} grants {right}",
+                    path.display()
+                )
+            }
+            Decider::Unhandled { right, abi } => write!(
+                f,
+                "Landlock ABI {abi} does not handle {right}, so it does not restrict it"
+            ),
+            Decider::NoRule { at, rights } => write!(
+                f,
+                "no Landlock rule grants {} at {}",
+                list(rights),
+                at.display()
+            ),
+            Decider::Unconfined => write!(f, "no mask applies and there is no Landlock layer"),
+            Decider::SocketBroker => write!(
+                f,
+                "the socket broker refuses pathname sockets off the plan's allowlist"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for PlanDecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.verdict, self.by)
+    }
+}
+
+/// The mount step that decides for `q`: the deepest one on its path that no later step hides
+/// (a later mount on an ancestor hides everything mounted beneath it).
+///
+/// Only steps on `q`'s own path can hide one another for `q` (a step strictly above one that
+/// holds `q` holds `q` too), and on one path "strictly above" is "fewer components"; so the
+/// steps holding `q`, usually none or a few, are all that is compared.
+pub(super) fn governing<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize, &'m MountStep)> {
+    let mut on_path: Vec<(usize, &MountStep, usize)> = Vec::new();
+    for (i, m) in mounts.iter().enumerate() {
+        // A pin is a clone of the tree at its path: it hides nothing and changes nothing
+        // beneath it (see `pinned`).
+        if within(q, m.path()) && !matches!(m, MountStep::Pin { .. }) {
+            on_path.push((i, m, m.path().components().count()));
+        }
+    }
+    on_path
+        .iter()
+        .filter(|(i, _, depth)| !on_path.iter().any(|(j, _, d)| j > i && d < depth))
+        .max_by_key(|(i, _, depth)| (*depth, *i))
+        .map(|(i, m, _)| (*i, *m))
+}
+
+/// The pin on `q` itself, if any: `q` is a mount point, so it cannot be deleted, renamed or
+/// replaced (`EBUSY`). The planner never puts a pin where a later step hides it.
+pub(super) fn pinned(mounts: &[MountStep], q: &Path) -> Option<usize> {
+    mounts
+        .iter()
+        .position(|m| matches!(m, MountStep::Pin { path, .. } if path == q))
+}
+
+/// The masks' verdict for `op` at `q`, given the step that governs `q` (see [`governing`]):
+/// (allowed, the step that decided).
+pub(super) fn mask_verdict(
+    governing: Option<(usize, &MountStep)>,
+    op: Op,
+    q: &Path,
+) -> (bool, Option<(usize, MountEffect)>) {
+    let Some((i, step)) = governing else {
+        return (true, None);
+    };
+    let moves = matches!(op, Op::Create | Op::Delete | Op::Rename);
+    match step {
+        MountStep::Cover { .. } => (false, Some((i, MountEffect::Covered))),
+        MountStep::Refuse { .. } => (false, Some((i, MountEffect::Refused))),
+        // Never governs (see `governing`); the pin on `q` itself is `pinned`'s.
+        MountStep::Pin { .. } => (true, None),
+        MountStep::BindBack { path, access, .. } => {
+            if moves && path == q {
+                return (false, Some((i, MountEffect::MountPoint)));
+            }
+            // A read-only mount stops writes (EROFS) but not connect(2): the kernel checks
+            // write permission on the socket inode, not the mount.
+            let ok = *access == Access::Rw || op.is_read_like() || op == Op::ConnectUnix;
+            (ok, (!ok).then_some((i, MountEffect::ReadOnly)))
+        }
+    }
+}
+
+impl Plan {
+    /// The plan's own model of what the kernel will do: may `op` be done at `path` (absolute,
+    /// resolved, like [`crate::Policy::decide`]) once this plan is applied? Masks first, then
+    /// Landlock: read needs `read-file`, list `read-dir`, write `write-file` or `truncate`
+    /// (truncate(2) changes content too, and below ABI 3 it is not restricted), create a
+    /// `make-*` right on the parent, delete a
+    /// `remove-*` right on the parent, rename `remove-*` and (`make-*` or `refer`) on the
+    /// parent, exec `execute`, connect-unix `resolve-unix` (not restricted below ABI 9).
+    pub fn decide(&self, op: Op, path: &Path) -> PlanDecision {
+        let Some(q) = normalize(path) else {
+            return PlanDecision {
+                verdict: Verdict::Deny,
+                by: Decider::NotAbsolute,
+            };
+        };
+        self.decide_at(op, &mut Sight::new(self, &q))
+    }
+
+    /// [`Plan::decide`], then the socket broker's allowlist for a connect the other layers
+    /// allow.
+    pub(super) fn decide_at<'p>(&'p self, op: Op, sight: &mut Sight<'p, '_>) -> PlanDecision {
+        let d = self.decide_layers(op, sight);
+        match &self.socket_broker {
+            Some(b)
+                if op == Op::ConnectUnix
+                    && d.allowed()
+                    && !b.allowed.iter().any(|a| a == sight.q) =>
+            {
+                PlanDecision {
+                    verdict: Verdict::Deny,
+                    by: Decider::SocketBroker,
+                }
+            }
+            _ => d,
+        }
+    }
+
+    fn decide_layers<'p>(&'p self, op: Op, sight: &mut Sight<'p, '_>) -> PlanDecision {
+        let deny = |by| PlanDecision {
+            verdict: Verdict::Deny,
+            by,
+        };
+        let allow = |by| PlanDecision {
+            verdict: Verdict::Allow,
+            by,
+        };
+        let q = sight.q;
+        let moves = matches!(op, Op::Create | Op::Delete | Op::Rename);
+        if moves && q == Path::new("/") {
+            return deny(Decider::Root);
+        }
+        let (ok, step) = match pinned(&self.mounts, q) {
+            // Only moving it away: creating it fails anyway (it exists), and what lies
+            // beneath is the same tree.
+            Some(i) if matches!(op, Op::Delete | Op::Rename) => {
+                (false, Some((i, MountEffect::MountPoint)))
+            }
+            _ => mask_verdict(sight.governing, op, q),
+        };
+        if !ok {
+            let (index, effect) = step.expect("a denying mask names its step");
+            return deny(Decider::Mount {
+                index,
+                path: self.mounts[index].path().to_path_buf(),
+                effect,
+            });
+        }
+        let ll = &self.landlock;
+        if ll.abi == 0 {
+            return allow(Decider::Unconfined);
+        }
+        let (at, place) = sight.place(self, moves);
+        let first = |rights: &[FsRight]| rights.iter().copied().find(|r| place.has(*r));
+        let found = match op {
+            Op::Read => first(&[FsRight::ReadFile]),
+            Op::List => first(&[FsRight::ReadDir]),
+            // Below ABI 3 truncate(2) is not restricted: it changes content without write-file.
+            Op::Write => first(&[FsRight::WriteFile, FsRight::Truncate]),
+            Op::Exec => first(&[FsRight::Execute]),
+            Op::ConnectUnix => first(&[FsRight::ResolveUnix]),
+            Op::Create => first(&FsRight::MAKE),
+            Op::Delete => first(&FsRight::REMOVE),
+            Op::Rename => first(&FsRight::REMOVE)
+                .filter(|_| first(&FsRight::MAKE).is_some() || first(&[FsRight::Refer]).is_some()),
+        };
+        if let Some(right) = found {
+            return allow(place.decider(right, ll.abi));
+        }
+        let needed: &[FsRight] = match op {
+            Op::Read => &[FsRight::ReadFile],
+            Op::List => &[FsRight::ReadDir],
+            Op::Write => &[FsRight::WriteFile],
+            Op::Exec => &[FsRight::Execute],
+            Op::ConnectUnix => &[FsRight::ResolveUnix],
+            Op::Create => &FsRight::MAKE,
+            Op::Delete => &FsRight::REMOVE,
+            Op::Rename => &[
+                FsRight::RemoveDir,
+                FsRight::RemoveFile,
+                FsRight::MakeChar,
+                FsRight::MakeDir,
+                FsRight::MakeReg,
+                FsRight::MakeSock,
+                FsRight::MakeFifo,
+                FsRight::MakeBlock,
+                FsRight::MakeSym,
+                FsRight::Refer,
+            ],
+        };
+        let mut rights: Vec<FsRight> = needed
+            .iter()
+            .copied()
+            .filter(|r| ll.handled.contains(r))
+            .collect();
+        rights.sort();
+        deny(Decider::NoRule {
+            at: at.to_path_buf(),
+            rights,
+        })
+    }
+
+    /// The Landlock rights at `at`: those no rule is needed for (the ruleset does not handle
+    /// them), and those a rule on `at` or an ancestor grants, with the first such rule.
+    fn rights_at(&self, at: &Path) -> Place<'_> {
+        let ll = &self.landlock;
+        let mut place = Place {
+            unhandled: Rights::of(&FsRight::ALL).minus(Rights::of(&ll.handled)),
+            granted: Rights::NONE,
+            by: [None; FsRight::ALL.len()],
+        };
+        for (index, rule) in ll.rules.iter().enumerate() {
+            if !within(at, &rule.path) {
+                continue;
+            }
+            for right in &rule.rights {
+                let slot = &mut place.by[Rights::index(*right)];
+                if slot.is_none() {
+                    *slot = Some((index, rule.path.as_path()));
+                }
+            }
+            place.granted = place.granted.union(Rights::of(&rule.rights));
+        }
+        place
+    }
+}
+
+/// What bears on one (normal) path in a plan: the mount step that governs it, and Landlock's
+/// view of it and of its folder, each looked up when first needed.
+pub(super) struct Sight<'p, 'q> {
+    q: &'q Path,
+    governing: Option<(usize, &'p MountStep)>,
+    here: Option<Place<'p>>,
+    parent: Option<Place<'p>>,
+}
+
+impl<'p, 'q> Sight<'p, 'q> {
+    pub(super) fn new(plan: &'p Plan, q: &'q Path) -> Sight<'p, 'q> {
+        Sight {
+            q,
+            governing: governing(&plan.mounts, q),
+            here: None,
+            parent: None,
+        }
+    }
+
+    /// Where Landlock decides (the path, or its folder for an operation that moves an entry)
+    /// and its rights there.
+    fn place(&mut self, plan: &'p Plan, moves: bool) -> (&'q Path, &Place<'p>) {
+        if moves {
+            let at = self.q.parent().unwrap_or(Path::new("/"));
+            (at, self.parent.get_or_insert_with(|| plan.rights_at(at)))
+        } else {
+            (
+                self.q,
+                self.here.get_or_insert_with(|| plan.rights_at(self.q)),
+            )
+        }
+    }
+}
+
+/// Landlock's view of one path: see [`Plan::rights_at`].
+struct Place<'p> {
+    unhandled: Rights,
+    granted: Rights,
+    by: [Option<(usize, &'p Path)>; FsRight::ALL.len()],
+}
+
+impl Place<'_> {
+    fn has(&self, right: FsRight) -> bool {
+        self.unhandled.has(right) || self.granted.has(right)
+    }
+
+    fn decider(&self, right: FsRight, abi: u32) -> Decider {
+        match self.by[Rights::index(right)] {
+            Some((index, path)) if !self.unhandled.has(right) => Decider::Rule {
+                index,
+                path: path.to_path_buf(),
+                right,
+            },
+            _ => Decider::Unhandled { right, abi },
+        }
+    }
+}
