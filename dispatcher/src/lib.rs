@@ -14,3 +14,4 @@ pub mod platform;
 pub mod server;
 pub mod state;
 pub mod step;
+pub mod test_hooks;
