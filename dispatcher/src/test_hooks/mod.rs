@@ -24,14 +24,16 @@ pub use built::ServerHooks;
 /// `AGENTWORKS_SERVER_CRASH_AT=intent|spawned|started|ended` makes the server SIGKILL itself
 /// at that step of a launch (`intent`: after the `launching` event; `spawned`: after the
 /// process started, before `started`; `started`: after the `started` event, before the record
-/// says running; `ended`: after a chat's end event, before its record is updated).
+/// says running; `ended`: after a chat's end event, before its record is updated). It can
+/// only make the server die, which any process of the person's can do to it anyway.
 pub const CRASH_AT_ENV: &str = "AGENTWORKS_SERVER_CRASH_AT";
 
 /// `AGENTWORKS_TEST_BREAK_POLICY=widen-grant|widen-workflow-grant|empty-refuse|…` makes the
 /// server break every launch's policy (as `dispatcher contract --break-policy` does) before
 /// anything is journaled or written, so `dispatcher test cli-sandbox-contract` can show that
 /// it tests the grants the *server* wrote. The server says so at start and in every launch's
-/// mode reason (view, `started` event).
+/// mode reason (view, `started` event). Setting it needs the server's own environment, i.e.
+/// the person who starts the server; no confined chat can.
 pub const BREAK_POLICY_ENV: &str = "AGENTWORKS_TEST_BREAK_POLICY";
 
 /// Whether this dispatcher was built with the test hooks.
