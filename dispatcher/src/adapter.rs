@@ -8,12 +8,14 @@
 //! it, and which modes it supports.
 //!
 //! Strings in `args`, `env`, file contents (keys and values) and `login` use `{name}`
-//! placeholders, checked at load time against [`VARIABLES`]; `{{` and `}}` are literal braces.
+//! placeholders ([`sandboxer::template`]), checked at load time against [`VARIABLES`]; `{{` and
+//! `}}` are literal braces.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use sandboxer::template::{Template, TemplateError};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
@@ -594,61 +596,26 @@ fn check_value(v: &toml::Value, field: &str) -> Result<(), (String, String)> {
     }
 }
 
-/// Splits a template into literal text and placeholders; the one parser both checking and
-/// expanding use.
-fn parse_template(t: &str) -> Result<Vec<Piece<'_>>, String> {
-    let mut out = Vec::new();
-    let mut rest = t;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix("{{") {
-            out.push(Piece::Lit("{"));
-            rest = r;
-        } else if let Some(r) = rest.strip_prefix("}}") {
-            out.push(Piece::Lit("}"));
-            rest = r;
-        } else if let Some(r) = rest.strip_prefix('{') {
-            let end = r
-                .find('}')
-                .ok_or_else(|| format!("{t:?}: '{{' without '}}' (write '{{{{' for a brace)"))?;
-            out.push(Piece::Var(&r[..end]));
-            rest = &r[end + 1..];
-        } else if rest.starts_with('}') {
-            return Err(format!(
-                "{t:?}: '}}' without '{{' (write '}}}}' for a brace)"
-            ));
-        } else {
-            let end = rest.find(['{', '}']).unwrap_or(rest.len());
-            out.push(Piece::Lit(&rest[..end]));
-            rest = &rest[end..];
-        }
-    }
-    Ok(out)
-}
-
-enum Piece<'a> {
-    Lit(&'a str),
-    Var(&'a str),
-}
-
+/// Checks a template against [`VARIABLES`] (`{dir}` only where `allow_dir`).
 fn check_template(t: &str, allow_dir: bool) -> Result<(), String> {
-    for piece in parse_template(t)? {
-        if let Piece::Var(name) = piece {
-            let known = VARIABLES.iter().any(|(v, _)| *v == name);
-            if !known || (name == "dir" && !allow_dir) {
-                let names: Vec<_> = VARIABLES.iter().map(|(v, _)| *v).collect();
-                return Err(format!(
-                    "unknown placeholder {{{name}}}{}; known: {}",
-                    if name == "dir" {
-                        " (only in args.extra_dir)"
-                    } else {
-                        ""
-                    },
-                    names.join(", ")
-                ));
-            }
+    let known =
+        |name: &str| VARIABLES.iter().any(|(v, _)| *v == name) && (allow_dir || name != "dir");
+    match Template::parse(t).and_then(|t| t.known_by(known)) {
+        Ok(_) => Ok(()),
+        Err(TemplateError::Unknown { name }) => {
+            let names: Vec<_> = VARIABLES.iter().map(|(v, _)| *v).collect();
+            Err(format!(
+                "unknown placeholder {{{name}}}{}; known: {}",
+                if name == "dir" {
+                    " (only in args.extra_dir)"
+                } else {
+                    ""
+                },
+                names.join(", ")
+            ))
         }
+        Err(e) => Err(e.to_string()),
     }
-    Ok(())
 }
 
 /// Values for the placeholders of one launch.
@@ -659,18 +626,14 @@ impl Vars {
     /// Expands a template checked at load time. A variable missing here is a bug in the
     /// caller, reported as an error rather than expanded to nothing.
     pub fn expand(&self, t: &str) -> Result<String, String> {
-        let mut out = String::new();
-        for piece in parse_template(t)? {
-            match piece {
-                Piece::Lit(s) => out.push_str(s),
-                Piece::Var(name) => out.push_str(
-                    self.0
-                        .get(name)
-                        .ok_or_else(|| format!("placeholder {{{name}}} has no value here"))?,
-                ),
-            }
-        }
-        Ok(out)
+        Template::parse(t)
+            .map_err(|e| e.to_string())?
+            .expand_with(|name| {
+                self.0
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| format!("placeholder {{{name}}} has no value here"))
+            })
     }
 
     pub fn expand_list(&self, list: Option<&Vec<Spanned<String>>>) -> Result<Vec<String>, String> {

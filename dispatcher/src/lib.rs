@@ -15,3 +15,4 @@ pub mod platform;
 pub mod server;
 pub mod state;
 pub mod step;
+pub mod test_hooks;

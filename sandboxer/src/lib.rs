@@ -14,6 +14,7 @@ pub mod probe;
 pub mod sbpl;
 pub mod seatbelt;
 pub mod target;
+pub mod template;
 pub mod ways_out;
 
 pub use policy::{

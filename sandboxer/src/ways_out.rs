@@ -15,6 +15,7 @@ use toml::Spanned;
 use crate::Target;
 use crate::located::LineIndex;
 use crate::paths::normalize;
+use crate::template::{Template, TemplateError};
 
 /// The embedded list for `target`; `--profiles-dir DIR` reads `DIR/<target>/ways-out.toml`
 /// instead.
@@ -275,39 +276,35 @@ fn variables(target: Target) -> &'static [&'static str] {
 
 /// `Ok(None)` when the template uses an optional variable that is unset.
 fn expand_template(target: Target, template: &str, env: &Env) -> Result<Option<String>, String> {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(open) = rest.find(['{', '}']) {
-        if rest.as_bytes()[open] == b'}' {
-            return Err(format!("{template:?}: '}}' without a matching '{{'"));
-        }
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let close = after
-            .find('}')
-            .ok_or_else(|| format!("{template:?}: '{{' without a matching '}}'"))?;
-        let name = &after[..close];
-        match variable(target, name, env)? {
-            Some(value) => out.push_str(&value),
-            None => return Ok(None),
-        }
-        rest = &after[close + 1..];
+    let known = variables(target);
+    let template = Template::parse(template)
+        .and_then(|t| t.known_by(|v| known.contains(&v)))
+        .map_err(|e| match e {
+            TemplateError::Unknown { name } => format!(
+                "unknown variable {{{name}}} for {target}; known: {}",
+                known
+                    .iter()
+                    .map(|v| format!("{{{v}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            e => e.to_string(),
+        })?;
+    // `Err(None)`: an optional variable is unset, and the entry is left out.
+    let expanded = template.expand_with(|name| match variable(target, name, env) {
+        Ok(Some(value)) => Ok(value),
+        Ok(None) => Err(None),
+        Err(message) => Err(Some(message)),
+    });
+    match expanded {
+        Ok(path) => Ok(Some(path)),
+        Err(None) => Ok(None),
+        Err(Some(message)) => Err(message),
     }
-    out.push_str(rest);
-    Ok(Some(out))
 }
 
+/// The value of a variable of [`variables`]: `None` when it is optional and unset.
 fn variable(target: Target, name: &str, env: &Env) -> Result<Option<String>, String> {
-    if !variables(target).contains(&name) {
-        return Err(format!(
-            "unknown variable {{{name}}} for {target}; known: {}",
-            variables(target)
-                .iter()
-                .map(|v| format!("{{{v}}}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
     let absolute = |var: &str, value: &str| -> Result<String, String> {
         if Path::new(value).is_absolute() {
             Ok(value.to_string())

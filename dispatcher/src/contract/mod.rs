@@ -21,7 +21,10 @@ mod judge;
 pub mod late;
 mod launches;
 pub mod live;
+#[cfg(feature = "test-hooks")]
 pub mod mutate;
+#[cfg(not(feature = "test-hooks"))]
+pub use crate::test_hooks::absent as mutate;
 pub mod own_sandbox;
 pub mod report;
 mod runner;

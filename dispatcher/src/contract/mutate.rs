@@ -2,7 +2,8 @@
 //! probes. A mutation rewrites the policy text of a computed launch (the exact file
 //! `sandboxer exec` enforces and the Seatbelt profile is rendered from) before anything is
 //! written. It is reachable only through the hidden `dispatcher contract --break-policy`
-//! flag, which prints a warning and whose runs can never pass as a real contract run.
+//! flag, which prints a warning and whose runs can never pass as a real contract run, and
+//! exists only in a build with the `test-hooks` feature ([`crate::test_hooks`]).
 
 use serde::Serialize;
 

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use sandboxer::located::{DataFileError, LineIndex};
+use sandboxer::template::Template;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -13,6 +15,9 @@ use crate::launch::{FileSource, Launch};
 
 /// The embedded statements.
 pub const OWN_SANDBOX_TOML: &str = include_str!("../../../queries/own-sandbox.toml");
+
+/// The variables of the statements' templates (argv words, JSON file paths).
+const VARIABLES: [&str; 3] = ["config_home", "runtime", "cwd"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,22 +31,30 @@ struct RawFile {
 struct RawCli {
     name: Spanned<String>,
     #[serde(default)]
-    argv: Vec<Vec<String>>,
+    argv: Vec<Vec<Spanned<String>>>,
     #[serde(default)]
     argv_lacks: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
-    json: Vec<JsonCheck>,
+    json: Vec<RawJsonCheck>,
     observe: Option<Observe>,
     none: Option<String>,
     why: Option<String>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawJsonCheck {
+    file: Spanned<String>,
+    pointer: String,
+    equals: serde_json::Value,
+}
+
+/// A JSON file the launch writes has `equals` at `pointer`.
+#[derive(Clone, Debug)]
 pub struct JsonCheck {
-    pub file: String,
+    pub file: Template,
     pub pointer: String,
     pub equals: serde_json::Value,
 }
@@ -57,7 +70,8 @@ pub struct Observe {
 #[derive(Clone, Debug)]
 pub struct Statement {
     pub name: String,
-    pub argv: Vec<Vec<String>>,
+    /// Word sequences the argv must contain, each word a template.
+    pub argv: Vec<Vec<Template>>,
     pub argv_lacks: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub json: Vec<JsonCheck>,
@@ -69,8 +83,27 @@ pub struct Statement {
 
 /// Loads the statements; errors name the file, line and field.
 pub fn load(text: &str, file: &str) -> Result<Vec<Statement>, ContractError> {
-    let lines = sandboxer::located::LineIndex::new(text);
+    let lines = LineIndex::new(text);
     let line_of = |offset: usize| lines.line(offset);
+    let template = |s: &Spanned<String>, field: String| -> Result<Template, ContractError> {
+        Template::parse(s.get_ref())
+            .and_then(|t| t.known_by(|v| VARIABLES.contains(&v)))
+            .map_err(|e| {
+                let (line, column) = lines.line_col(s.span().start);
+                let known = VARIABLES.map(|v| format!("{{{v}}}")).join(", ");
+                let message = format!("{e}; known: {known}");
+                ContractError::Load(
+                    DataFileError {
+                        file: file.into(),
+                        line,
+                        column,
+                        field,
+                        message,
+                    }
+                    .to_string(),
+                )
+            })
+    };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(s.start));
         ContractError::Load(format!("{file}:{line}: {}", e.message().trim()))
@@ -114,13 +147,29 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Statement>, ContractError> {
                 "{file}:{line}: cli[{i}].argv: an empty sequence"
             )));
         }
+        let argv = (c.argv.iter().enumerate())
+            .map(|(j, seq)| {
+                (seq.iter().enumerate())
+                    .map(|(k, w)| template(w, format!("cli[{i}].argv[{j}][{k}]")))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let json = (c.json.into_iter().enumerate())
+            .map(|(j, check)| {
+                Ok(JsonCheck {
+                    file: template(&check.file, format!("cli[{i}].json[{j}].file"))?,
+                    pointer: check.pointer,
+                    equals: check.equals,
+                })
+            })
+            .collect::<Result<Vec<_>, ContractError>>()?;
         out.push(Statement {
             why: c.why.or_else(|| c.none.clone()).unwrap_or_default(),
             name,
-            argv: c.argv,
+            argv,
             argv_lacks: c.argv_lacks,
             env: c.env,
-            json: c.json,
+            json,
             observe: c.observe,
             none: c.none,
         });
@@ -128,10 +177,17 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Statement>, ContractError> {
     Ok(out)
 }
 
-fn expand(t: &str, launch: &Launch) -> String {
-    t.replace("{config_home}", &launch.config_home.display().to_string())
-        .replace("{runtime}", &launch.runtime.display().to_string())
-        .replace("{cwd}", &launch.cwd.display().to_string())
+/// A statement's template, for this launch.
+fn expand(t: &Template, launch: &Launch) -> Result<String, String> {
+    t.expand_with(|v| {
+        let path = match v {
+            "config_home" => &launch.config_home,
+            "runtime" => &launch.runtime,
+            "cwd" => &launch.cwd,
+            _ => return Err(format!("{{{v}}} has no value here")),
+        };
+        Ok(path.display().to_string())
+    })
 }
 
 /// Checks the static part of `s` against a computed launch: `Ok(what held)` or `Err(what
@@ -143,11 +199,14 @@ pub fn check_static(s: &Statement, launch: &Launch) -> Result<String, String> {
     let argv = &launch.cli_argv[1..];
     let mut held = Vec::new();
     for raw in &s.argv {
-        let seq: Vec<String> = raw.iter().map(|w| expand(w, launch)).collect();
+        let seq = (raw.iter())
+            .map(|w| expand(w, launch))
+            .collect::<Result<Vec<_>, _>>()?;
         if !argv.windows(seq.len()).any(|w| w == seq.as_slice()) {
             return Err(format!("the argv lacks `{}`", seq.join(" ")));
         }
-        held.push(format!("argv has `{}`", raw.join(" ")));
+        let written: Vec<&str> = raw.iter().map(Template::as_str).collect();
+        held.push(format!("argv has `{}`", written.join(" ")));
     }
     for w in &s.argv_lacks {
         if argv.iter().any(|a| a == w) {
@@ -163,7 +222,7 @@ pub fn check_static(s: &Statement, launch: &Launch) -> Result<String, String> {
         }
     }
     for j in &s.json {
-        let path = expand(&j.file, launch);
+        let path = expand(&j.file, launch)?;
         let content = launch
             .files
             .iter()
@@ -177,7 +236,7 @@ pub fn check_static(s: &Statement, launch: &Launch) -> Result<String, String> {
             serde_json::from_str(&content).map_err(|e| format!("{path}: not JSON: {e}"))?;
         match v.pointer(&j.pointer) {
             Some(got) if *got == j.equals => {
-                held.push(format!("{}#{} = {}", j.file, j.pointer, j.equals))
+                held.push(format!("{}#{} = {}", j.file.as_str(), j.pointer, j.equals))
             }
             Some(got) => return Err(format!("{path}#{} is {got}, not {}", j.pointer, j.equals)),
             None => return Err(format!("{path} has no {}", j.pointer)),
@@ -214,5 +273,15 @@ mod tests {
         assert!(e.to_string().contains("cli[0].none"), "{e}");
         let e = load("version = 1\n[[cli]]\nname = \"x\"\ncolour = 1\n", "o.toml").unwrap_err();
         assert!(e.to_string().contains("o.toml:4"), "{e}");
+        let e = load(
+            "version = 1\n[[cli]]\nname = \"x\"\nargv = [[\"-s\", \"{home}/x\"]]\n",
+            "o.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("o.toml:4:16: cli[0].argv[0][1]: unknown template variable {home}"),
+            "{e}"
+        );
     }
 }

@@ -42,9 +42,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::{StateRoot, write_atomic};
 
+pub use crate::test_hooks::{BREAK_POLICY_ENV, CRASH_AT_ENV};
 pub use api::MAX_EVENTS_PER_PAGE;
 pub use http::{MAX_BODY_BYTES, MAX_HEADER_BYTES, REQUEST_TIMEOUT};
-pub use supervisor::{BREAK_POLICY_ENV, CRASH_AT_ENV, DEFAULT_GRACE, LaunchBody, MAX_GRACE};
+pub use supervisor::{DEFAULT_GRACE, LaunchBody, MAX_GRACE};
 
 /// `<state-root>/server.json`'s name.
 pub const SERVER_FILE: &str = "server.json";
@@ -100,6 +101,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 /// Runs the server until `POST /v1/shutdown`, SIGTERM or SIGINT. `ready` is called once the
 /// server takes requests, with what `server.json` says.
 pub fn run(opts: ServeOptions, ready: impl FnOnce(&ServerFile)) -> Result<()> {
+    let hooks = crate::test_hooks::ServerHooks::from_env()?;
     let ip: Ipv4Addr = opts
         .bind
         .parse()
@@ -124,6 +126,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(&ServerFile)) -> Result<()> {
         state.clone(),
         opts.home,
         opts.profiles_dir,
+        hooks,
     ));
     for line in sup.reconcile()? {
         eprintln!("dispatcher serve: reconciled: {line}");

@@ -12,7 +12,8 @@ pub mod harness;
 pub mod ops;
 pub mod queries;
 
+pub use crate::template::Template;
 pub use evaluate::{CheckAnswer, Evaluated, evaluate, macos_path};
 pub use harness::{Claim, HarnessReport, ProbeOutcome, VarsFile, run, supported_live, token};
 pub use ops::{Evidence, Operand, ProbeOp, SbplCheck, Setup};
-pub use queries::{Expectation, Probe, QueryError, Template, load, load_all};
+pub use queries::{Expectation, Probe, QueryError, load, load_all};

@@ -26,125 +26,10 @@ use super::ops::{Operand, ProbeOp};
 use crate::Verdict;
 use crate::located::LineIndex;
 use crate::target::Target;
+use crate::template::Template;
 
 /// A query file that cannot be used, with where and why.
 pub type QueryError = crate::located::DataFileError;
-
-/// A piece of a template.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Piece {
-    Lit(String),
-    Var(String),
-}
-
-/// A parsed template: literal text and `{variable}`s.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Template {
-    text: String,
-    pieces: Vec<Piece>,
-}
-
-impl Template {
-    /// Parses `text`; `{{` and `}}` are literal braces, any other brace must open or close a
-    /// variable name made of `a-z`, `0-9` and `_`.
-    pub fn parse(text: &str) -> Result<Template, String> {
-        let mut pieces = Vec::new();
-        let mut lit = String::new();
-        let mut chars = text.char_indices().peekable();
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '{' if chars.peek().map(|p| p.1) == Some('{') => {
-                    chars.next();
-                    lit.push('{');
-                }
-                '}' if chars.peek().map(|p| p.1) == Some('}') => {
-                    chars.next();
-                    lit.push('}');
-                }
-                '{' => {
-                    let rest = &text[i + 1..];
-                    let end = rest
-                        .find('}')
-                        .ok_or_else(|| format!("unclosed '{{' at byte {i}"))?;
-                    let name = &rest[..end];
-                    if name.is_empty()
-                        || !name
-                            .chars()
-                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-                    {
-                        return Err(format!(
-                            "{{{name}}} is not a variable name (a-z, 0-9, _; write {{{{ for a brace)"
-                        ));
-                    }
-                    if !lit.is_empty() {
-                        pieces.push(Piece::Lit(std::mem::take(&mut lit)));
-                    }
-                    pieces.push(Piece::Var(name.to_string()));
-                    for _ in 0..=end {
-                        chars.next();
-                    }
-                }
-                '}' => {
-                    return Err(format!(
-                        "unopened '}}' at byte {i} (write }}}} for a brace)"
-                    ));
-                }
-                c => lit.push(c),
-            }
-        }
-        if !lit.is_empty() {
-            pieces.push(Piece::Lit(lit));
-        }
-        Ok(Template {
-            text: text.to_string(),
-            pieces,
-        })
-    }
-
-    /// The text as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// The variables used, in order.
-    pub fn variables(&self) -> impl Iterator<Item = &str> {
-        self.pieces.iter().filter_map(|p| match p {
-            Piece::Var(v) => Some(v.as_str()),
-            Piece::Lit(_) => None,
-        })
-    }
-
-    /// Whether the template starts with a literal `/` or a variable (an absolute path, once
-    /// the variables are absolute).
-    fn starts_absolute(&self) -> bool {
-        match self.pieces.first() {
-            Some(Piece::Lit(l)) => l.starts_with('/'),
-            Some(Piece::Var(_)) => true,
-            None => false,
-        }
-    }
-
-    /// Expands the template. A variable without a value is an error, never the empty string.
-    pub fn expand(&self, vars: &BTreeMap<String, String>) -> Result<String, String> {
-        let mut out = String::new();
-        for p in &self.pieces {
-            match p {
-                Piece::Lit(l) => out.push_str(l),
-                Piece::Var(v) => out.push_str(
-                    vars.get(v)
-                        .ok_or_else(|| format!("{{{v}}} has no value in this run"))?,
-                ),
-            }
-        }
-        Ok(out)
-    }
-}
-
-impl Serialize for Template {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.text)
-    }
-}
 
 /// What a probe expects on one platform, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -300,15 +185,9 @@ pub fn load(
         })?;
         let template =
             |s: &Spanned<String>, f: &str, kind: Operand| -> Result<Template, QueryError> {
-                let t =
-                    Template::parse(s.get_ref()).map_err(|m| cx.error(s.span(), &field(f), m))?;
-                if let Some(v) = t.variables().find(|v| !known(v)) {
-                    return Err(cx.error(
-                        s.span(),
-                        &field(f),
-                        format!("unknown template variable {{{v}}}"),
-                    ));
-                }
+                let t = Template::parse(s.get_ref())
+                    .and_then(|t| t.known_by(known))
+                    .map_err(|e| cx.error(s.span(), &field(f), e.to_string()))?;
                 if kind == Operand::Path && !t.starts_absolute() {
                     return Err(cx.error(
                         s.span(),
@@ -543,19 +422,5 @@ mod tests {
         );
         let e = load(&twice, "c.toml", &known).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (8, "probe[1].name"), "{e}");
-    }
-
-    #[test]
-    fn templates_parse_braces_and_refuse_garbage() {
-        let t = Template::parse("/a/{{b}}/{home}").unwrap();
-        assert_eq!(t.variables().collect::<Vec<_>>(), vec!["home"]);
-        let mut vars = BTreeMap::new();
-        vars.insert("home".to_string(), "/h".to_string());
-        assert_eq!(t.expand(&vars).unwrap(), "/a/{b}//h");
-        assert!(Template::parse("{home").is_err());
-        assert!(Template::parse("home}").is_err());
-        assert!(Template::parse("{Home}").is_err());
-        assert!(Template::parse("{}").is_err());
-        assert!(Template::parse("{runtime}").unwrap().expand(&vars).is_err());
     }
 }

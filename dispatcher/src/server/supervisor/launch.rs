@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::error::{ApiError, internal};
 use super::slot::{Proc, Running, SlotState};
-use super::{BREAK_POLICY_ENV, Supervisor, lock, now_ms, warn};
+use super::{Supervisor, lock, now_ms, warn};
 use crate::adapter::{self, Adapter};
 use crate::events::{Event, EventKind, EventLog};
 use crate::grants::Attach;
@@ -212,16 +212,9 @@ impl Supervisor {
     /// Plans the launch; refused before anything is journaled when it cannot run here.
     fn plan(&self, a: &Accepted) -> Result<Planned, ApiError> {
         let mut planned = launch::prepare(&self.state, &a.adapter, &a.req, Decide::ThisMachine)?;
-        if let Some(m) = self.break_policy {
-            let launch = planned.launch_mut();
-            m.apply_to_launch(launch)
-                .map_err(|e| internal(format!("{BREAK_POLICY_ENV}: {e}")))?;
-            launch.mode.reason = format!(
-                "{} [TEST ONLY: policy broken by {BREAK_POLICY_ENV}={}]",
-                launch.mode.reason,
-                m.as_str()
-            );
-        }
+        self.hooks
+            .break_launch(planned.launch_mut())
+            .map_err(internal)?;
         // The binaries must be there before anything is journaled.
         launch::command(planned.launch())
             .map_err(|e| ApiError::new(422, "not_installed", format!("{e:#}")))?;

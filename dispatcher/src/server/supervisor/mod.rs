@@ -41,6 +41,7 @@ use slot::{Slot, SlotState};
 use super::tmux;
 use crate::ids::ChatId;
 use crate::state::StateRoot;
+use crate::test_hooks::ServerHooks;
 
 /// How often running chats are looked at (output, adopted processes, tmux panes).
 const POLL: Duration = Duration::from_millis(100);
@@ -58,47 +59,8 @@ pub struct Supervisor {
     next_launch: AtomicU64,
     stopping: AtomicBool,
     started_ms: u64,
-    /// [`CRASH_AT_ENV`]: the step at which this server kills itself (crash tests).
-    crash_at: Option<String>,
-    /// [`BREAK_POLICY_ENV`]: TEST ONLY, every launch's policy broken this way.
-    break_policy: Option<crate::contract::mutate::Mutation>,
-}
-
-/// Crash tests: `AGENTWORKS_SERVER_CRASH_AT=intent|spawned|started|ended` makes the server
-/// SIGKILL itself at that step of a launch (`intent`: after the `launching` event; `spawned`:
-/// after the process started, before `started`; `started`: after the `started` event, before
-/// the record says running; `ended`: after a chat's end event, before its record is updated).
-/// It can only make the server die, which any process of the person's can do to it anyway.
-pub const CRASH_AT_ENV: &str = "AGENTWORKS_SERVER_CRASH_AT";
-
-/// TEST ONLY: `AGENTWORKS_TEST_BREAK_POLICY=widen-grant|widen-workflow-grant|empty-refuse|…`
-/// makes the server break every launch's policy (as `dispatcher contract --break-policy` does)
-/// before anything is journaled or written, so `dispatcher test cli-sandbox-contract` can show
-/// that it tests the grants the *server* wrote. The server says so at start and in every
-/// launch's mode reason (view, `started` event). Setting it needs the server's own
-/// environment, i.e. the person who starts the server; no confined chat can.
-pub const BREAK_POLICY_ENV: &str = "AGENTWORKS_TEST_BREAK_POLICY";
-
-/// Reads [`BREAK_POLICY_ENV`]; an unknown value is ignored with a warning (a test hook must
-/// not stop a server), a known one is announced.
-fn break_policy_from_env() -> Option<crate::contract::mutate::Mutation> {
-    let v = std::env::var(BREAK_POLICY_ENV)
-        .ok()
-        .filter(|s| !s.is_empty())?;
-    match crate::contract::mutate::Mutation::parse(&v) {
-        Some(m) => {
-            warn(format!(
-                "TEST ONLY: {BREAK_POLICY_ENV}={v}: every launch's policy is deliberately broken"
-            ));
-            Some(m)
-        }
-        None => {
-            warn(format!(
-                "{BREAK_POLICY_ENV}={v:?} is not a known break; ignored"
-            ));
-            None
-        }
-    }
+    /// Crash and broken-policy tests; nothing in a build without test hooks.
+    hooks: ServerHooks,
 }
 
 fn now_ms() -> u64 {
@@ -117,7 +79,12 @@ fn warn(msg: impl std::fmt::Display) {
 }
 
 impl Supervisor {
-    pub fn new(state: StateRoot, home: PathBuf, profiles_dir: Option<PathBuf>) -> Supervisor {
+    pub fn new(
+        state: StateRoot,
+        home: PathBuf,
+        profiles_dir: Option<PathBuf>,
+        hooks: ServerHooks,
+    ) -> Supervisor {
         let tmux_socket = tmux::socket(&state);
         Supervisor {
             state,
@@ -128,17 +95,12 @@ impl Supervisor {
             next_launch: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             started_ms: now_ms(),
-            crash_at: std::env::var(CRASH_AT_ENV).ok().filter(|s| !s.is_empty()),
-            break_policy: break_policy_from_env(),
+            hooks,
         }
     }
 
     fn failpoint(&self, step: &str) {
-        if self.crash_at.as_deref() == Some(step) {
-            warn(format!("{CRASH_AT_ENV}={step}: killing myself"));
-            // SAFETY: kill has no memory preconditions.
-            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-        }
+        self.hooks.failpoint(step);
     }
 
     pub fn state(&self) -> &StateRoot {
