@@ -1071,10 +1071,8 @@ fn the_policy_file_is_checked_before_serving() {
 
 #[test]
 fn callers_of_another_uid_are_turned_away() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to connect as another uid");
-        return;
-    }
+    // Root connects as another uid.
+    common::require_root();
     let w = World::new();
     let c = w.chat("c1", "w1", &[]);
     // Let uid 65534 reach the socket at all, so that only the peer check stands in its way.
@@ -1589,11 +1587,12 @@ fn bridge_stays_in_its_own_mount_namespace() {
 
 #[test]
 fn the_bridge_never_resolves_through_another_mount_namespace() {
-    if std::env::var_os(AS_USER_ENV).is_some() || !common::is_root() {
-        // The copy run as the test user, or a run by an unprivileged user directly.
+    if common::is_rerun(AS_USER_ENV) {
+        // The copy run as the test user.
         bridge_stays_in_its_own_mount_namespace();
         return;
     }
+    common::require_root();
     bridge_stays_in_its_own_mount_namespace();
     // The same as the unprivileged test user: its own rootless namespace, its own files.
     common::rerun_as_test_user(

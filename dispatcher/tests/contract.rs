@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{TEST_USER, as_test_user, is_root, unavailable};
+use common::{TEST_USER, as_test_user, require_root, test_user_ids};
 use serde_json::Value;
 
 fn dispatcher_bin() -> &'static Path {
@@ -28,13 +28,6 @@ fn repo() -> PathBuf {
         .parent()
         .unwrap()
         .to_path_buf()
-}
-
-fn user_exists() -> bool {
-    Command::new("id")
-        .arg(TEST_USER)
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 /// One contract run at a time, across test processes.
@@ -69,14 +62,10 @@ struct Bins {
     who: Who,
 }
 
-fn bins(who: Who) -> Option<Bins> {
-    if !is_root() {
-        unavailable("the live contract tests run as root (CI does) and switch to sbx-test");
-        return None;
-    }
-    if who == Who::User && !user_exists() {
-        unavailable("user sbx-test is missing: run scripts/setup-test-env.sh");
-        return None;
+fn bins(who: Who) -> Bins {
+    require_root();
+    if who == Who::User {
+        test_user_ids();
     }
     let t = tempfile::Builder::new()
         .prefix("aw-contract-test-")
@@ -238,7 +227,7 @@ fn user_can_run(name: &str) -> bool {
 }
 
 fn whole_contract_passes(who: Who) {
-    let Some(b) = bins(who) else { return };
+    let b = bins(who);
     let _serial = serial();
     let (r, out) = b.json(&["--all"]);
     let elapsed = r["elapsed_ms"].as_u64().unwrap();
@@ -410,7 +399,7 @@ fn broken(b: &Bins, how: &str) -> Value {
 
 #[test]
 fn broken_policies_fail_on_the_right_probes() {
-    let Some(b) = bins(Who::Root) else { return };
+    let b = bins(Who::Root);
     let _serial = serial();
 
     // The workflow grant widened to every workflow: exactly the other-workflow probes fail,
@@ -594,7 +583,7 @@ fn linux_probe_expectations() -> BTreeMap<String, (String, String)> {
 
 #[test]
 fn a_harness_that_lies_cannot_make_a_probe_pass() {
-    let Some(b) = bins(Who::Root) else { return };
+    let b = bins(Who::Root);
     let _serial = serial();
     let expectations = linux_probe_expectations();
 
@@ -667,7 +656,7 @@ fn a_harness_that_lies_cannot_make_a_probe_pass() {
 
 #[test]
 fn the_permission_map_is_current() {
-    let Some(b) = bins(Who::Root) else { return };
+    let b = bins(Who::Root);
     let _serial = serial();
     let out = b.contract(&["--all", "--markdown"]);
     let fresh = String::from_utf8(out.stdout).unwrap();
@@ -769,7 +758,7 @@ fn evaluation_alone_decides_every_macos_probe() {
 
 #[test]
 fn a_scripted_step_runs_confined_with_its_workflow_rw() {
-    let Some(b) = bins(Who::Root) else { return };
+    let b = bins(Who::Root);
     let state = b.tmp.join("state");
     let d = |args: &[&str]| {
         Command::new(&b.dispatcher)

@@ -14,19 +14,18 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{TEST_USER, as_test_user, is_root, text, unavailable};
+use common::{TEST_USER, as_test_user, missing, require_root, test_user_ids, text};
 use serde_json::Value;
 
 const DISPATCHER: &str = env!("CARGO_BIN_EXE_dispatcher");
 
 /// The real CLIs, as `launch_live.rs` finds them.
-fn clis_bin() -> Option<PathBuf> {
+fn clis_bin() -> PathBuf {
     let clis = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/clis/bin");
     if !clis.join("codex").is_file() || !clis.join("claude").is_file() {
-        unavailable("the real CLIs are not installed: run scripts/install-clis.sh");
-        return None;
+        missing("the real CLIs (scripts/install-clis.sh installs them)");
     }
-    Some(std::fs::canonicalize(clis).unwrap())
+    std::fs::canonicalize(clis).unwrap()
 }
 
 /// A private home and temporary folder for one run.
@@ -140,13 +139,8 @@ const SERVER_CHECKS: [&str; 8] = [
 
 #[test]
 fn real_clis_pass_through_the_server() {
-    let Some(clis) = clis_bin() else {
-        return;
-    };
-    if !is_root() {
-        unavailable("the contract tests run as root (CI does)");
-        return;
-    }
+    let clis = clis_bin();
+    require_root();
     for cli in ["claude", "codex"] {
         let run = Run::new();
         let out = run.test(Some(&clis), &["--provider", cli, "--json"]);
@@ -211,13 +205,8 @@ fn real_clis_pass_through_the_server() {
 /// workflows fail — so the grants under test are the server's.
 #[test]
 fn a_policy_broken_by_the_server_fails_on_the_probes_that_guard_it() {
-    let Some(clis) = clis_bin() else {
-        return;
-    };
-    if !is_root() {
-        unavailable("the contract tests run as root (CI does)");
-        return;
-    }
+    let clis = clis_bin();
+    require_root();
     let run = Run::new();
     let out = run.test(
         Some(&clis),
@@ -298,7 +287,7 @@ fn bad_input_exits_2_and_leaves_nothing() {
     let busy = run.dir.path().join("busy");
     std::fs::create_dir(&busy).unwrap();
     std::fs::write(busy.join("x"), "").unwrap();
-    let mut c = run.command(clis_bin().as_deref());
+    let mut c = run.command(Some(&clis_bin()));
     c.arg("--state-root")
         .arg(&busy)
         .args([
@@ -310,14 +299,12 @@ fn bad_input_exits_2_and_leaves_nothing() {
         ])
         .arg(run.tmp());
     let out = c.output().unwrap();
-    if clis_bin().is_some() {
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("not empty"),
-            "{}",
-            text(&out)
-        );
-    }
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(std::fs::read_dir(&busy).unwrap().count(), 1);
     run.assert_clean();
 }
@@ -373,10 +360,7 @@ full = ["--all-tools"]
 
 #[test]
 fn the_model_part_runs_the_harness_through_the_server_when_logged_in() {
-    if !is_root() {
-        unavailable("the contract tests run as root (CI does)");
-        return;
-    }
+    require_root();
     let run = Run::new();
     let profiles = fake_profiles(run.dir.path());
     let mut c = run.command(None);
@@ -424,21 +408,8 @@ fn the_model_part_runs_the_harness_through_the_server_when_logged_in() {
 /// the checkout, which that user may not reach).
 #[test]
 fn an_unprivileged_user_runs_it_too() {
-    if !is_root() {
-        unavailable("the contract tests run as root (CI does) and switch to sbx-test");
-        return;
-    }
-    let ids = || -> Option<(u32, u32)> {
-        let id = |f: &str| -> Option<u32> {
-            let o = Command::new("id").args([f, TEST_USER]).output().ok()?;
-            String::from_utf8(o.stdout).ok()?.trim().parse().ok()
-        };
-        Some((id("-u")?, id("-g")?))
-    };
-    let Some((uid, gid)) = ids() else {
-        unavailable("user sbx-test is missing: run scripts/setup-test-env.sh");
-        return;
-    };
+    require_root();
+    let (uid, gid) = test_user_ids();
     let run = Run::new();
     std::fs::set_permissions(run.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let bin = run.dir.path().join("bin");

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{as_test_user, is_root, text, unavailable, user_ids};
+use common::{as_test_user, missing, require_root, test_user_ids, text};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
@@ -40,20 +40,11 @@ struct World {
 }
 
 impl World {
-    fn new(who: Who) -> Option<World> {
-        if !is_root() {
-            unavailable("the live launch tests run as root (CI does) and switch to sbx-test");
-            return None;
-        }
+    fn new(who: Who) -> World {
+        require_root();
         let ids = match who {
             Who::Root => (0, 0),
-            Who::User => match user_ids() {
-                Some(ids) => ids,
-                None => {
-                    unavailable("user sbx-test is missing: run scripts/setup-test-env.sh");
-                    return None;
-                }
-            },
+            Who::User => test_user_ids(),
         };
         let tmp = tempfile::Builder::new()
             .prefix("aw-launch-")
@@ -108,7 +99,7 @@ impl World {
             s = w.state.display(),
             h = w.home.display()
         ));
-        Some(w)
+        w
     }
 
     fn command(&self, program: impl AsRef<OsStr>) -> Command {
@@ -204,7 +195,7 @@ fn chown_r(path: &Path, (uid, gid): (u32, u32)) {
 /// nor config.json, nor state/auth, nor a new file beside the runtimes. Each refusal is
 /// paired with a positive control in the same launch.
 fn owner_cases(who: Who) {
-    let Some(w) = World::new(who) else { return };
+    let w = World::new(who);
     let s = w.state.display();
     let script = format!(
         "pwd; \
@@ -262,11 +253,14 @@ fn owner_cases_as_user() {
 
 /// The pinned MCP Inspector (`scripts/install-mcp-inspector.sh`): a real MCP client we did
 /// not write.
-fn inspector_js() -> Option<PathBuf> {
+fn inspector_js() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(
         "../.tools/mcp-inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
     );
-    p.is_file().then(|| fs::canonicalize(p).unwrap())
+    if !p.is_file() {
+        missing("the MCP Inspector (scripts/install-mcp-inspector.sh installs it)");
+    }
+    fs::canonicalize(p).unwrap()
 }
 
 /// A test adapter whose "CLI" is the MCP Inspector's command-line client: its private config
@@ -301,11 +295,8 @@ mcp = ["--config", "{config_home}/mcp.json", "--server", "agentworks"]
 /// sandbox it starts the bridge shim from its adapter-written MCP config, lists the tools and
 /// calls them; the foreground dispatcher serves the chat's socket and decides each call.
 fn mcp_client_inside_the_sandbox(who: Who) {
-    let Some(js) = inspector_js() else {
-        unavailable("the MCP Inspector is not installed: run scripts/install-mcp-inspector.sh");
-        return;
-    };
-    let Some(w) = World::new(who) else { return };
+    let js = inspector_js();
+    let w = World::new(who);
     let auth = w.state.join("state/auth/login.json");
     // The wrapper first shows it runs confined (the login file, readable outside, is not
     // readable here), then becomes the Inspector (with `--config`, it writes no catalog).
@@ -781,12 +772,9 @@ fn bad_input_is_refused_and_changes_nothing() {
 fn real_clis_start_confined() {
     let clis = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/clis/bin");
     if !clis.join("codex").is_file() {
-        unavailable("the real CLIs are not installed: run scripts/install-clis.sh");
-        return;
+        missing("the real CLIs (scripts/install-clis.sh installs them)");
     }
-    let Some(w) = World::new(Who::Root) else {
-        return;
-    };
+    let w = World::new(Who::Root);
     // The person's own MCP servers, which must never reach a chat.
     fs::create_dir_all(w.home.join(".codex")).unwrap();
     fs::write(
@@ -900,7 +888,7 @@ fn real_clis_start_confined() {
 /// until `dispatcher init` adopts it; and from inside a chat the anchor can be neither read
 /// nor written nor moved (controls: outside it can).
 fn state_root_identity(who: Who) {
-    let Some(w) = World::new(who) else { return };
+    let w = World::new(who);
     let anchor = w.state.with_file_name(format!(
         ".{}.anchor",
         w.state.file_name().unwrap().to_str().unwrap()

@@ -592,11 +592,15 @@ fn grows(file: &Path) -> bool {
     b > a
 }
 
-fn have_tmux() -> bool {
-    Command::new("tmux")
+/// Fails the test when tmux is missing (`scripts/setup-test-env.sh` installs it).
+fn need_tmux() {
+    let there = Command::new("tmux")
         .arg("-V")
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    if !there {
+        common::missing("tmux");
+    }
 }
 
 // ---- auth and input ------------------------------------------------------------------------
@@ -1118,11 +1122,13 @@ fn a_squatter_on_the_servers_port_gets_no_token_and_nothing_that_authenticates()
     const AS_USER: &str = "SERVER_SQUATTER_TEST_AS_USER";
     const NAME: &str =
         "a_squatter_on_the_servers_port_gets_no_token_and_nothing_that_authenticates";
-    squatter_gets_nothing();
-    if std::env::var_os(AS_USER).is_some() || !common::is_root() {
-        // The copy run as the test user, or a run by an unprivileged user directly.
+    if common::is_rerun(AS_USER) {
+        // The copy run as the test user.
+        squatter_gets_nothing();
         return;
     }
+    common::require_root();
+    squatter_gets_nothing();
     // The same as the unprivileged test user: the squatter is a process of that uid.
     common::rerun_as_test_user(NAME, AS_USER);
 }
@@ -1451,10 +1457,7 @@ fn client_commands_launch_list_stop_and_read_events() {
 
 #[test]
 fn tmux_chats_run_on_the_state_roots_tmux_and_stop_with_their_status() {
-    if !have_tmux() {
-        eprintln!("skipped: tmux is not installed");
-        return;
-    }
+    need_tmux();
     let w = World::new();
     w.workflows(&["w1"]);
     w.chats(&["c1", "c2"]);
@@ -1659,11 +1662,8 @@ fn a_server_killed_at_each_step_of_a_launch_rolls_back_or_adopts_on_restart() {
     let w = World::new();
     w.workflows(&["w1"]);
     let steps = ["intent", "spawned", "started"];
-    let sups = if have_tmux() {
-        vec!["structured", "tmux"]
-    } else {
-        vec!["structured"]
-    };
+    need_tmux();
+    let sups = ["structured", "tmux"];
     for sup in &sups {
         for step in steps {
             let chat = format!("{step}-{sup}");
