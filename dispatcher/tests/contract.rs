@@ -94,12 +94,12 @@ fn bins(who: Who) -> Bins {
             .unwrap();
         assert!(st.success());
     }
-    Some(Bins {
+    Bins {
         dispatcher: bin.join("dispatcher"),
         tmp,
         who,
         _tmp: t,
-    })
+    }
 }
 
 impl Bins {

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const MARKER: &str = "MARKER-7f3a9c-PROTECTED";
+/// What a wrapped CLI prints, from inside the sandbox, when the login file is out of its reach.
+const CONFINED: &str = "confined: the login file is out of reach";
 
 fn dispatcher_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_dispatcher"))
@@ -787,9 +789,37 @@ fn real_clis_start_confined() {
         r#"{"mcpServers":{"personal":{"command":"/bin/false"}}}"#,
     )
     .unwrap();
+    // Each CLI is reached through a wrapper of its name, first on PATH, that reports from
+    // inside whether the login file (which the control below reads) is out of its reach, then
+    // becomes the CLI: "confined" is that evidence, never the dispatcher's own banner, printed
+    // before sandboxer starts.
+    let clis = fs::canonicalize(&clis).unwrap();
+    let auth = w.state.join("state/auth/login.json");
+    let wrapped = w.bin.join("wrapped");
+    fs::create_dir(&wrapped).unwrap();
+    for cli in ["claude", "codex", "gemini", "pi", "opencode"] {
+        let wrapper = wrapped.join(cli);
+        fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh
+                 if err=$(cat '{auth}' 2>&1 >/dev/null); then echo 'NOT CONFINED'; exit 99; fi
+                 echo \"{CONFINED}: $err\"
+                 exec '{real}' \"$@\"
+",
+                auth = auth.display(),
+                real = clis.join(cli).display(),
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // The control: unconfined, the same user reads the login file.
+    w.as_runner(&format!("grep -q {MARKER} '{}'", auth.display()));
     let path = format!(
-        "{}:/usr/local/bin:/usr/bin:/bin",
-        fs::canonicalize(&clis).unwrap().display()
+        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+        wrapped.display(),
+        clis.display()
     );
     // `must_succeed: false` is for a CLI that reads its config and then stops for want of a
     // login (Gemini exits 41 without one): its message is the evidence it read the private home.
@@ -819,7 +849,14 @@ fn real_clis_start_confined() {
             !must_succeed || out.status.success(),
             "{cli} {args:?}: {all}"
         );
-        assert!(all.contains("in full mode"), "{cli}: not confined:\n{all}");
+        assert!(
+            all.contains("in full mode"),
+            "{cli}: not in full mode:\n{all}"
+        );
+        assert!(
+            all.contains(CONFINED) && !all.contains(MARKER),
+            "{cli}: not confined:\n{all}"
+        );
         all
     };
     let launch = |cli: &str, args: &[&str]| launch_with(cli, args, true);
