@@ -9,6 +9,9 @@ use std::process::{Command, Output};
 /// The unprivileged user `scripts/setup-test-env.sh` creates.
 pub const TEST_USER: &str = "sbx-test";
 
+/// The PATH live tests give the programs they run.
+pub const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// The command that sets this machine up for the live tests, and runs them.
 pub const SETUP: &str = "bash scripts/test.sh";
 
@@ -124,6 +127,13 @@ impl Runner {
             None => Command::new(program),
         };
         c.env_clear();
+        c
+    }
+
+    /// [`Runner::command`] with [`PATH`] and a UTF-8 locale.
+    pub fn command_with_path(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = self.command(program);
+        c.env("PATH", PATH).env("LANG", "C.UTF-8");
         c
     }
 }
