@@ -7,8 +7,6 @@
 //! (the whole Linux contract must stay under 60 s) are not skewed by each other.
 #![cfg(target_os = "linux")]
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::fd::AsRawFd;
@@ -16,19 +14,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{TEST_USER, as_test_user, require_root, test_user_ids};
+use agentworks_e2e::{
+    TEST_USER, as_test_user, copy_binaries, dispatcher_bin, repo, require_root, test_user_ids,
+    world_dir,
+};
 use serde_json::Value;
-
-fn dispatcher_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_dispatcher"))
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 /// One contract run at a time, across test processes.
 struct Serial {
@@ -67,24 +57,8 @@ fn bins(who: Who) -> Bins {
     if who == Who::User {
         test_user_ids();
     }
-    let t = tempfile::Builder::new()
-        .prefix("aw-contract-test-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    fs::set_permissions(t.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let bin = t.path().join("bin");
-    fs::create_dir(&bin).unwrap();
-    for (src, name) in [
-        (dispatcher_bin().to_path_buf(), "dispatcher"),
-        (dispatcher_bin().with_file_name("sandboxer"), "sandboxer"),
-    ] {
-        assert!(
-            src.is_file(),
-            "{} is not built (cargo build --workspace)",
-            src.display()
-        );
-        fs::copy(&src, bin.join(name)).unwrap();
-    }
+    let t = world_dir("aw-contract-test-");
+    let (dispatcher, _) = copy_binaries(&t.path().join("bin"));
     let tmp = t.path().join("tmp");
     fs::create_dir(&tmp).unwrap();
     if who == Who::User {
@@ -95,7 +69,7 @@ fn bins(who: Who) -> Bins {
         assert!(st.success());
     }
     Bins {
-        dispatcher: bin.join("dispatcher"),
+        dispatcher,
         tmp,
         who,
         _tmp: t,
