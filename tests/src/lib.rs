@@ -28,18 +28,47 @@ pub fn repo() -> &'static Path {
 }
 
 /// A binary of the workspace, built beside this test binary (`target/<profile>/deps/…`):
-/// `cargo nextest run --workspace` builds both with the tests that use them.
+/// `cargo nextest run --workspace` builds both with the tests that use them. Cargo builds
+/// another package's binaries only when that package is tested too, so a binary older than a
+/// source file of its crate fails the test rather than test old code.
 fn workspace_bin(name: &str) -> PathBuf {
+    const REBUILD: &str = "run the tests with `cargo nextest run --workspace` (or `cargo build \
+                           --workspace --bins` first)";
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().and_then(Path::parent).unwrap();
     let bin = profile_dir.join(name);
-    assert!(
-        bin.is_file(),
-        "{} is not built: run the tests with `cargo nextest run --workspace` (or `cargo build \
-         --workspace --bins` first)",
-        bin.display()
-    );
+    let built = fs::metadata(&bin)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} is not built: {REBUILD}", bin.display()));
+    if let Some((source, changed)) = newest_source(&repo().join(name).join("src")) {
+        assert!(
+            changed <= built,
+            "{} is older than {}: {REBUILD}",
+            bin.display(),
+            source.display()
+        );
+    }
     bin
+}
+
+/// The newest file under `dir` and its time (None where it cannot be read: a test run again as
+/// the test user may not reach a checkout under /root; the first run has checked).
+fn newest_source(dir: &Path) -> Option<(PathBuf, std::time::SystemTime)> {
+    let mut newest: Option<(PathBuf, std::time::SystemTime)> = None;
+    for entry in fs::read_dir(dir).ok()? {
+        let path = entry.ok()?.path();
+        let found = if path.is_dir() {
+            newest_source(&path)
+        } else {
+            Some((path.clone(), fs::metadata(&path).ok()?.modified().ok()?))
+        };
+        newest = match (newest, found) {
+            (Some(n), Some(f)) if f.1 > n.1 => Some(f),
+            (None, f) => f,
+            (n, _) => n,
+        };
+    }
+    newest
 }
 
 /// The dispatcher binary under test.

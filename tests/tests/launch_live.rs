@@ -4,9 +4,10 @@
 //! Inspector) using the bridge from inside a full-mode launch; bad input changing nothing.
 #![cfg(target_os = "linux")]
 
-mod common;
-
-use common::{as_test_user, missing, require_root, test_user_ids, text};
+use agentworks_e2e::{
+    Who, as_test_user, clis_dir, copy_binaries, dispatcher_bin, inspector_js, require_root,
+    test_user_ids, text, world_dir,
+};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
@@ -17,16 +18,6 @@ use std::process::{Command, Output};
 const MARKER: &str = "MARKER-7f3a9c-PROTECTED";
 /// What a wrapped CLI prints, from inside the sandbox, when the login file is out of its reach.
 const CONFINED: &str = "confined: the login file is out of reach";
-
-fn dispatcher_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_dispatcher"))
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Who {
-    Root,
-    User,
-}
 
 /// A private world for one test: a temp folder reachable by the runner, a home, a state root
 /// with two chats and three workflows, marker tokens in protected files, the binaries copied
@@ -48,21 +39,10 @@ impl World {
             Who::Root => (0, 0),
             Who::User => test_user_ids(),
         };
-        let tmp = tempfile::Builder::new()
-            .prefix("aw-launch-")
-            .tempdir_in("/tmp")
-            .unwrap();
-        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let tmp = world_dir("aw-launch-");
         let root = tmp.path().to_path_buf();
         let bin = root.join("bin");
-        fs::create_dir(&bin).unwrap();
-        for (src, name) in [
-            (dispatcher_bin().to_path_buf(), "dispatcher"),
-            (dispatcher_bin().with_file_name("sandboxer"), "sandboxer"),
-        ] {
-            assert!(src.is_file(), "{} is not built", src.display());
-            fs::copy(&src, bin.join(name)).unwrap();
-        }
+        copy_binaries(&bin);
         let profiles = root.join("profiles");
         fs::create_dir_all(profiles.join("clis")).unwrap();
         fs::write(profiles.join("clis/sh.toml"), SH_ADAPTER).unwrap();
@@ -251,18 +231,6 @@ fn owner_cases_as_root() {
 #[test]
 fn owner_cases_as_user() {
     owner_cases(Who::User);
-}
-
-/// The pinned MCP Inspector (`scripts/install-mcp-inspector.sh`): a real MCP client we did
-/// not write.
-fn inspector_js() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(
-        "../.tools/mcp-inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
-    );
-    if !p.is_file() {
-        missing("the MCP Inspector (scripts/install-mcp-inspector.sh installs it)");
-    }
-    fs::canonicalize(p).unwrap()
 }
 
 /// A test adapter whose "CLI" is the MCP Inspector's command-line client: its private config
@@ -772,10 +740,7 @@ fn bad_input_is_refused_and_changes_nothing() {
 /// pre-trust and only our MCP server — never the person's own, planted in the test home.
 #[test]
 fn real_clis_start_confined() {
-    let clis = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/clis/bin");
-    if !clis.join("codex").is_file() {
-        missing("the real CLIs (scripts/install-clis.sh installs them)");
-    }
+    let clis = clis_dir();
     let w = World::new(Who::Root);
     // The person's own MCP servers, which must never reach a chat.
     fs::create_dir_all(w.home.join(".codex")).unwrap();
@@ -793,7 +758,6 @@ fn real_clis_start_confined() {
     // inside whether the login file (which the control below reads) is out of its reach, then
     // becomes the CLI: "confined" is that evidence, never the dispatcher's own banner, printed
     // before sandboxer starts.
-    let clis = fs::canonicalize(&clis).unwrap();
     let auth = w.state.join("state/auth/login.json");
     let wrapped = w.bin.join("wrapped");
     fs::create_dir(&wrapped).unwrap();

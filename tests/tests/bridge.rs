@@ -21,7 +21,7 @@ use sandboxer::Target;
 use sandboxer::policy::ResolveOptions;
 use serde_json::{Value, json};
 
-mod common;
+use agentworks_e2e::{self as common, inspector_js};
 
 // ---- fixture -------------------------------------------------------------------------------
 
@@ -1260,25 +1260,13 @@ fn shim_program() -> PathBuf {
         .expect("cargo names the example's executable")
 }
 
-/// `scripts/install-mcp-inspector.sh` puts the pinned MCP Inspector here.
-fn inspector() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.tools/mcp-inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
-    assert!(
-        p.is_file(),
-        "the MCP Inspector is not installed at {}: run scripts/install-mcp-inspector.sh",
-        p.display()
-    );
-    p
-}
-
 /// Runs the inspector's CLI against the shim; returns its exit code and the JSON `result`.
 /// (It exits 0 for a result, 5 for a tool result with `isError: true`.)
 fn run_inspector(w: &World, shim: &Path, socket: &Path, args: &[&str]) -> (i32, Value) {
     let scratch = w.dir.path().join("inspector-home");
     std::fs::create_dir_all(&scratch).unwrap();
     let out = std::process::Command::new("node")
-        .arg(inspector())
+        .arg(inspector_js())
         .args(["--cli", "--format", "json"])
         .args(args)
         .arg("--")
@@ -1309,7 +1297,7 @@ fn run_inspector(w: &World, shim: &Path, socket: &Path, args: &[&str]) -> (i32, 
 
 #[test]
 fn the_mcp_inspector_drives_the_shim() {
-    let inspector_present = inspector();
+    let inspector_present = inspector_js();
     assert!(inspector_present.is_file());
     let shim = shim_program();
     let w = World::new();

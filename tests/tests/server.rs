@@ -14,54 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-mod common;
-
+use agentworks_e2e::{self as common, FAKE_CLI, dispatcher_bin, write_script};
 use dispatcher::server::auth;
 use serde_json::{Value, json};
 
-const DISPATCHER: &str = env!("CARGO_BIN_EXE_dispatcher");
-
 // ---- fixture -------------------------------------------------------------------------------
-
-/// The fake CLI. Its adapter passes `--no-tools` (bridge-only) or `--all-tools` (full), then
-/// `--bridge DISPATCHER SOCKET`, then the launch's `cli_args`: an action and its arguments.
-const FAKE_CLI: &str = r#"#!/bin/sh
-bridge=""; sock=""; tools=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --headless) shift;;
-    --no-tools) tools=off; shift;;
-    --all-tools) tools=on; shift;;
-    --bridge) bridge="$2"; sock="$3"; shift 3;;
-    *) break;;
-  esac
-done
-echo "fake-cli native-tools=$tools"
-action="$1"; [ $# -gt 0 ] && shift
-case "$action" in
-  mcp)
-    # $1: MCP lines for the bridge; $2: a file to read directly (not through the bridge).
-    "$bridge" bridge --socket "$sock" < "$1"
-    if cat "$2" >/dev/null 2>&1; then echo "direct-read: allowed"; else echo "direct-read: refused"; fi
-    ;;
-  hold)
-    # $1: a heartbeat file, appended to while the chat runs.
-    trap 'echo got-term; exit 7' TERM
-    while :; do echo . >> "$1"; sleep 0.05; done
-    ;;
-  idle)
-    # Waits quietly until stopped.
-    trap 'kill $! 2>/dev/null; echo got-term; exit 7' TERM
-    sleep 600 & wait
-    ;;
-  args)
-    for a in "$@"; do echo "arg[$a]"; done
-    ;;
-  exit)
-    sleep 0.3; exit "$1"
-    ;;
-esac
-"#;
 
 struct World {
     dir: tempfile::TempDir,
@@ -81,8 +38,7 @@ impl World {
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(profiles.join("clis")).unwrap();
         let fake = base.join("fake-cli");
-        std::fs::write(&fake, FAKE_CLI).unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_script(&fake, FAKE_CLI);
         std::fs::write(
             profiles.join("clis/fake.toml"),
             format!(
@@ -127,7 +83,7 @@ mcp = ["--bridge", "{{bridge_command}}", "{{bridge_socket}}"]
     }
 
     fn cmd(&self) -> Command {
-        let mut c = Command::new(DISPATCHER);
+        let mut c = Command::new(dispatcher_bin());
         c.arg("--state-root")
             .arg(&self.root)
             .arg("--profiles-dir")
