@@ -11,16 +11,45 @@ use std::path::{Path, PathBuf};
 
 pub use agentworks_test_user::*;
 
-/// The fake CLI of the server and bridge tests: its adapter passes `--no-tools` (bridge-only)
-/// or `--all-tools` (full), then `--bridge DISPATCHER SOCKET`, then the launch's `cli_args`:
-/// an action and its arguments.
-pub const FAKE_CLI: &str = include_str!("../fixtures/fake-cli.sh");
+/// The fake CLIs of `fixtures/`: a shell script and its adapter, named `fake`.
+#[derive(Clone, Copy, Debug)]
+pub enum FakeCli {
+    /// The server tests' CLI: its adapter passes `--no-tools` (bridge-only) or `--all-tools`
+    /// (full), then `--bridge DISPATCHER SOCKET`, then the launch's `cli_args`: an action and
+    /// its arguments.
+    Tools,
+    /// A CLI whose "model" does what it is asked: in headless runs the prompt is its last
+    /// argument; it refuses the first time (the retry), then runs the script the prompt names
+    /// with its shell, as a CLI's shell tool would. Without a prompt (the tmux shape) it waits
+    /// like an interactive CLI. Its adapter logs in with `FAKE_MODEL_KEY`.
+    Model,
+}
 
-/// A CLI whose "model" does what it is asked: in headless runs the prompt is its last
-/// argument; it refuses the first time (the retry), then runs the script the prompt names
-/// with its shell, as a CLI's shell tool would. Without a prompt (the tmux shape) it waits
-/// like an interactive CLI.
-pub const FAKE_MODEL_CLI: &str = include_str!("../fixtures/fake-model-cli.sh");
+impl FakeCli {
+    fn files(self) -> (&'static str, &'static str) {
+        match self {
+            FakeCli::Tools => (
+                include_str!("../fixtures/fake-cli.sh"),
+                include_str!("../fixtures/fake-cli.toml"),
+            ),
+            FakeCli::Model => (
+                include_str!("../fixtures/fake-model-cli.sh"),
+                include_str!("../fixtures/fake-model-cli.toml"),
+            ),
+        }
+    }
+
+    /// Writes the script to `dir/fake-cli` and its adapter into `profiles/clis/fake.toml`
+    /// (for `--profiles-dir profiles`).
+    pub fn install(self, dir: &Path, profiles: &Path) {
+        let (script, adapter) = self.files();
+        let fake = dir.join("fake-cli");
+        write_script(&fake, script);
+        fs::create_dir_all(profiles.join("clis")).unwrap();
+        let adapter = adapter.replace("{fake_cli}", &fake.display().to_string());
+        fs::write(profiles.join("clis/fake.toml"), adapter).unwrap();
+    }
+}
 
 /// The workspace's root folder.
 pub fn repo() -> &'static Path {

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use agentworks_e2e::{
-    FAKE_MODEL_CLI, TEST_USER, as_test_user, clis_dir, copy_binaries, dispatcher_bin, require_root,
-    test_user_ids, text, write_script,
+    FakeCli, TEST_USER, as_test_user, clis_dir, copy_binaries, dispatcher_bin, require_root,
+    test_user_ids, text,
 };
 use serde_json::Value;
 
@@ -300,33 +300,8 @@ fn bad_input_exits_2_and_leaves_nothing() {
 }
 
 fn fake_profiles(dir: &Path) -> PathBuf {
-    let fake = dir.join("fake-cli");
-    write_script(&fake, FAKE_MODEL_CLI);
     let profiles = dir.join("profiles");
-    std::fs::create_dir_all(profiles.join("clis")).unwrap();
-    std::fs::write(
-        profiles.join("clis/fake.toml"),
-        format!(
-            r#"version = 1
-name = "fake"
-display_name = "Fake CLI"
-binary = "{}"
-install = "test fixture"
-checked_version = "0"
-modes = ["full"]
-prompt_note_how = "not passed"
-bridge_only_how = "none"
-login_env = ["FAKE_MODEL_KEY"]
-[config_home]
-env = "FAKE_HOME"
-[args]
-headless = ["--headless"]
-full = ["--all-tools"]
-"#,
-            fake.display()
-        ),
-    )
-    .unwrap();
+    FakeCli::Model.install(dir, &profiles);
     profiles
 }
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentworks_e2e::{self as common, FAKE_CLI, dispatcher_bin, write_script};
+use agentworks_e2e::{self as common, FakeCli, dispatcher_bin};
 use dispatcher::server::auth;
 use serde_json::{Value, json};
 
@@ -36,33 +36,7 @@ impl World {
         let home = base.join("home");
         let profiles = base.join("prof");
         std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(profiles.join("clis")).unwrap();
-        let fake = base.join("fake-cli");
-        write_script(&fake, FAKE_CLI);
-        std::fs::write(
-            profiles.join("clis/fake.toml"),
-            format!(
-                r#"version = 1
-name = "fake"
-display_name = "Fake CLI"
-binary = "{}"
-install = "test fixture"
-checked_version = "0"
-modes = ["full", "bridge-only"]
-prompt_note_how = "not passed"
-bridge_only_how = "--no-tools"
-[config_home]
-env = "FAKE_HOME"
-[args]
-headless = ["--headless"]
-full = ["--all-tools"]
-bridge_only = ["--no-tools"]
-mcp = ["--bridge", "{{bridge_command}}", "{{bridge_socket}}"]
-"#,
-                fake.display()
-            ),
-        )
-        .unwrap();
+        FakeCli::Tools.install(&base, &profiles);
         let mut w = World {
             dir,
             root,
