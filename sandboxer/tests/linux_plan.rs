@@ -20,7 +20,7 @@ use sandboxer::{Op, Policy, Target, Verdict};
 
 const HOME: &str = "/home/ada";
 
-/// The product's shape (see `PRODUCT` in src/policy/tests.rs) with Linux paths: the state
+/// The product's shape (`tests/fixtures/product.toml`) with Linux paths: the state
 /// root under XDG_DATA_HOME, the workspace documents, one chat's runtime and two workflows.
 const PRODUCT_LINUX: &str = r#"
 version = 1
