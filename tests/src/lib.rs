@@ -59,7 +59,8 @@ pub fn repo() -> &'static Path {
 /// A binary of the workspace, built beside this test binary (`target/<profile>/deps/…`):
 /// `cargo nextest run --workspace` builds both with the tests that use them. Cargo builds
 /// another package's binaries only when that package is tested too, so a binary older than a
-/// source file of its crate fails the test rather than test old code.
+/// file it was built from (cargo's dep-info beside it) fails the test rather than test old
+/// code.
 fn workspace_bin(name: &str) -> PathBuf {
     const REBUILD: &str = "run the tests with `cargo nextest run --workspace` (or `cargo build \
                            --workspace --bins` first)";
@@ -69,35 +70,41 @@ fn workspace_bin(name: &str) -> PathBuf {
     let built = fs::metadata(&bin)
         .and_then(|m| m.modified())
         .unwrap_or_else(|_| panic!("{} is not built: {REBUILD}", bin.display()));
-    if let Some((source, changed)) = newest_source(&repo().join(name).join("src")) {
-        assert!(
-            changed <= built,
-            "{} is older than {}: {REBUILD}",
-            bin.display(),
-            source.display()
-        );
+    // A test run again as the test user may not read a checkout under /root: the first run
+    // has checked.
+    let dep_info = fs::read_to_string(profile_dir.join(format!("{name}.d"))).unwrap_or_default();
+    for source in dep_info_sources(&dep_info) {
+        let changed = fs::metadata(&source).and_then(|m| m.modified());
+        if let Ok(changed) = changed {
+            assert!(
+                changed <= built,
+                "{} is older than {}: {REBUILD}",
+                bin.display(),
+                source.display()
+            );
+        }
     }
     bin
 }
 
-/// The newest file under `dir` and its time (None where it cannot be read: a test run again as
-/// the test user may not reach a checkout under /root; the first run has checked).
-fn newest_source(dir: &Path) -> Option<(PathBuf, std::time::SystemTime)> {
-    let mut newest: Option<(PathBuf, std::time::SystemTime)> = None;
-    for entry in fs::read_dir(dir).ok()? {
-        let path = entry.ok()?.path();
-        let found = if path.is_dir() {
-            newest_source(&path)
-        } else {
-            Some((path.clone(), fs::metadata(&path).ok()?.modified().ok()?))
-        };
-        newest = match (newest, found) {
-            (Some(n), Some(f)) if f.1 > n.1 => Some(f),
-            (None, f) => f,
-            (n, _) => n,
-        };
+/// The files a dep-info line (`target: a b\ c …`) names.
+fn dep_info_sources(dep_info: &str) -> Vec<PathBuf> {
+    let Some((_, sources)) = dep_info.lines().next().and_then(|l| l.split_once(": ")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = sources.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            ' ' => out
+                .extend((!current.is_empty()).then(|| PathBuf::from(std::mem::take(&mut current)))),
+            c => current.push(c),
+        }
     }
-    newest
+    out.extend((!current.is_empty()).then(|| PathBuf::from(current)));
+    out
 }
 
 /// The dispatcher binary under test.
@@ -162,4 +169,23 @@ pub fn inspector_js() -> PathBuf {
         missing("the MCP Inspector (scripts/install-mcp-inspector.sh installs it)");
     }
     fs::canonicalize(js).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dep_info_names_each_source_once_with_escaped_spaces() {
+        let line = "/t/debug/dispatcher: /r/src/main.rs /r/My\\ Files/a.rs /r/b.toml\n";
+        assert_eq!(
+            dep_info_sources(line),
+            [
+                PathBuf::from("/r/src/main.rs"),
+                PathBuf::from("/r/My Files/a.rs"),
+                PathBuf::from("/r/b.toml")
+            ]
+        );
+        assert!(dep_info_sources("").is_empty());
+    }
 }
