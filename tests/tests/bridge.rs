@@ -1450,11 +1450,13 @@ fn bridge_stays_in_its_own_mount_namespace() {
     let other_cwd = PathBuf::from(format!("/proc/{pid}/cwd"));
     let view = other_root.join(wf.strip_prefix("/").unwrap());
     // Control: a plain process sees the protected file through the other namespace's view.
+    // Wait for the whole script: both mounts, then the `cd`.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while std::fs::read_to_string(view.join("notes.txt"))
         .ok()
         .as_ref()
         != Some(&secret)
+        || !other_cwd.join("config.json").exists()
     {
         if let Ok(Some(status)) = ns.try_wait() {
             panic!("the namespace process ended early ({status}): unshare -Urm must work here");
