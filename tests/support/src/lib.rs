@@ -20,7 +20,7 @@ pub const SETUP: &str = "bash scripts/test.sh";
 #[track_caller]
 pub fn missing(what: &str) -> ! {
     panic!(
-        "NOT RUN: this live test needs {what}, which this machine lacks. `{SETUP}` (as root) \
+        "NOT RUN: this live test needs {what}, and does not have it here. `{SETUP}` (as root) \
          sets the machine up and runs the tests."
     )
 }
