@@ -17,20 +17,12 @@ use std::os::unix::fs::{PermissionsExt, chown};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nix::unistd::{User, geteuid};
+use agentworks_test_user::{Runner, Who, require_root};
 use sandboxer::linux::plan::Plan;
 
 const PROBE: &str = include_str!("helpers/kernel_probe.py");
 const PYTHON: &str = "/usr/bin/python3";
-const TEST_USER: &str = "sbx-test";
-const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const OPEN_POLICY: &str = "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n";
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Who {
-    Root,
-    User,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Shape {
@@ -70,6 +62,7 @@ kernel!(
 struct Fx {
     dir: tempfile::TempDir,
     who: Who,
+    runner: Runner,
     shape: Shape,
     uid: u32,
     gid: u32,
@@ -79,22 +72,10 @@ struct Fx {
 }
 
 fn fixture(who: Who, shape: Shape) -> Fx {
-    assert!(
-        geteuid().is_root(),
-        "these tests run the sandbox as root and as {TEST_USER}: run them as root"
-    );
-    let (uid, gid) = match who {
-        Who::Root => (0, 0),
-        Who::User => {
-            let user = User::from_name(TEST_USER)
-                .ok()
-                .flatten()
-                .unwrap_or_else(|| {
-                    panic!("user {TEST_USER} does not exist: run scripts/setup-test-env.sh")
-                });
-            (user.uid.as_raw(), user.gid.as_raw())
-        }
-    };
+    // These tests run the sandbox as root and as the test user.
+    require_root();
+    let runner = Runner::new(who);
+    let (uid, gid) = (runner.uid, runner.gid);
     let dir = tempfile::Builder::new()
         .prefix("sbx-kernel-")
         .tempdir_in("/tmp")
@@ -110,6 +91,7 @@ fn fixture(who: Who, shape: Shape) -> Fx {
         bin: reachable_bin(),
         dir,
         who,
+        runner,
         shape,
         uid,
         gid,
@@ -158,27 +140,9 @@ impl Fx {
 
     /// `argv` run as the fixture's user, with a small fixed environment.
     fn command(&self, argv: &[OsString]) -> Command {
-        let mut c = match self.who {
-            Who::Root => Command::new(&argv[0]),
-            Who::User => {
-                let mut c = Command::new("setpriv");
-                c.args([
-                    "--reuid",
-                    TEST_USER,
-                    "--regid",
-                    TEST_USER,
-                    "--init-groups",
-                    "--",
-                ]);
-                c.arg(&argv[0]);
-                c
-            }
-        };
+        let mut c = self.runner.command_with_path(&argv[0]);
         c.args(&argv[1..])
-            .env_clear()
             .env("HOME", self.home())
-            .env("PATH", PATH)
-            .env("LANG", "C.UTF-8")
             .current_dir(self.home());
         c
     }

@@ -27,14 +27,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
-use nix::unistd::{Pid, User, getegid, geteuid};
+use nix::unistd::Pid;
 use sandboxer::linux::plan::{Gap, MountStep, Plan, Shape};
 use serde_json::Value;
 
 const PROBE_PY: &str = include_str!("helpers/probe.py");
 const PYTHON: &str = "/usr/bin/python3";
-const TEST_USER: &str = "sbx-test";
-const SETUP: &str = "scripts/setup-test-env.sh";
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// A policy the landlock-only shape can enforce on any ABI: nothing protected, no ways out.
@@ -42,74 +40,9 @@ const OPEN_POLICY: &str = "version = 1\nbase = \"open\"\n[linux]\nways_out = fal
 
 // ---- who runs the sandbox ------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
-    Root,
-    User,
-}
-
-/// The identity a scenario runs the sandbox (and its controls) as.
-struct Runner {
-    uid: u32,
-    gid: u32,
-    /// Switch to this user with `setpriv` (the test process is root).
-    switch_to: Option<&'static str>,
-}
-
-/// Under CI a missing prerequisite fails the test; elsewhere it is skipped with a notice.
-fn unavailable(why: &str) -> Option<Runner> {
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{why}");
-    }
-    eprintln!("SKIPPED: {why}");
-    None
-}
-
-fn runner(who: Who) -> Option<Runner> {
-    let root = geteuid().is_root();
-    match who {
-        Who::Root if root => Some(Runner {
-            uid: 0,
-            gid: 0,
-            switch_to: None,
-        }),
-        Who::Root => unavailable("the root half of the live tests needs root (CI runs as root)"),
-        // Not root: the unprivileged case is this process's own user.
-        Who::User if !root => Some(Runner {
-            uid: geteuid().as_raw(),
-            gid: getegid().as_raw(),
-            switch_to: None,
-        }),
-        Who::User => match User::from_name(TEST_USER) {
-            Ok(Some(user)) => Some(Runner {
-                uid: user.uid.as_raw(),
-                gid: user.gid.as_raw(),
-                switch_to: Some(TEST_USER),
-            }),
-            _ => unavailable(&format!(
-                "user {TEST_USER} does not exist; create it with {SETUP} (or \
-                 `useradd --create-home {TEST_USER}`)"
-            )),
-        },
-    }
-}
-
-impl Runner {
-    /// `program` run as this runner, with an empty environment.
-    fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut c = match self.switch_to {
-            Some(user) => {
-                let mut c = Command::new("setpriv");
-                c.args(["--reuid", user, "--regid", user, "--init-groups", "--"]);
-                c.arg(program);
-                c
-            }
-            None => Command::new(program),
-        };
-        c.env_clear();
-        c
-    }
-}
+// Root, or the test user switched to from root, or (in a copy run again as the test user) this
+// process's own user; a runner that cannot be had here fails the test.
+use agentworks_test_user::{Runner, SETUP, Who};
 
 /// Runs `$scenario(&Runner)` once as root and once as the unprivileged user.
 macro_rules! live {
@@ -117,15 +50,11 @@ macro_rules! live {
         mod $scenario {
             #[test]
             fn as_root() {
-                if let Some(r) = super::runner(super::Who::Root) {
-                    super::$scenario(&r);
-                }
+                super::$scenario(&super::Runner::new(super::Who::Root));
             }
             #[test]
             fn as_user() {
-                if let Some(r) = super::runner(super::Who::User) {
-                    super::$scenario(&r);
-                }
+                super::$scenario(&super::Runner::new(super::Who::User));
             }
         }
     )*};
@@ -690,6 +619,11 @@ fn masks_filesystem(r: &Runner) {
     );
     let rt = &fx.runtime;
     let config_before = fs::read_to_string(&fx.config).unwrap();
+    // The missing protected root's parent exists, so that only the sandbox can stand in the
+    // way of creating it (the control below creates it).
+    let missing_parent = fx.missing_root.parent().unwrap().to_path_buf();
+    fs::create_dir(&missing_parent).unwrap();
+    chown(&missing_parent, Some(r.uid), Some(r.gid)).unwrap();
     let cases = vec![
         // The open home and the grants work.
         case(Allow, "read", &[&fx.home.join("notes.txt")]),
@@ -751,8 +685,21 @@ fn masks_filesystem(r: &Runner) {
     ];
     let ran = fx.run(fx.exec(r, &[], &fx.probe_argv(&ops(&cases))), None);
     assert_eq!(ran.code, Some(0), "{ran:?}");
-    check_cases("inside the sandbox", &cases, &ran);
+    let results = check_cases("inside the sandbox", &cases, &ran);
     fx.assert_no_marker(&ran);
+    // The missing root's refusals are the sandbox's (its placeholder: it exists, and is not
+    // writable), not a missing parent's.
+    let missing_root = p(&fx.missing_root);
+    for (c, got) in cases.iter().zip(&results) {
+        if c.op[1].starts_with(&missing_root) {
+            let err = got.err.as_deref().unwrap_or_default();
+            assert!(
+                ["EEXIST", "EACCES", "EPERM", "EROFS"].contains(&err),
+                "{:?} inside: refused with {err}, not by the sandbox: {ran:?}",
+                c.op
+            );
+        }
+    }
 
     // From the disk: nothing protected changed, the grants did.
     assert_eq!(fs::read_to_string(&fx.config).unwrap(), config_before);
@@ -766,10 +713,14 @@ fn masks_filesystem(r: &Runner) {
         fx.workflow_db.clone(),
         // Placeholders are gone once the sandbox has ended.
         fx.missing_root.clone(),
-        fx.home.join(".config"),
     ] {
         assert!(!gone.exists(), "{} exists after the run", gone.display());
     }
+    assert_eq!(
+        fs::read_dir(&missing_parent).unwrap().count(),
+        0,
+        "the missing root's parent is as it was"
+    );
     assert!(fx.planning.join("plan.md").exists() && !fx.planning.join("new.md").exists());
     assert!(rt.join("sub").is_dir() && !rt.join("created.txt").exists());
     assert!(
@@ -797,6 +748,20 @@ fn masks_filesystem(r: &Runner) {
         results[0].out.contains(&fx.marker),
         "control read of config.json: {bare:?}"
     );
+
+    // Control: without the sandbox, the same user creates the missing protected root, and a
+    // file in it.
+    let creates = vec![
+        case(Allow, "mkdir", &[&fx.missing_root]),
+        case(Allow, "create", &[&fx.missing_root.join("x")]),
+    ];
+    let bare = fx.run(fx.bare(r, &fx.probe_argv(&ops(&creates))), None);
+    check_cases(
+        "creating the missing root outside the sandbox",
+        &creates,
+        &bare,
+    );
+    assert!(fx.missing_root.join("x").is_file(), "{bare:?}");
 }
 
 /// The moves that would carry a mask away from its path: swapping a look-alike in for a folder
@@ -1257,8 +1222,11 @@ fn terminal_injection(r: &Runner) {
             "0",
             "TIOCSTI fails even outside the sandbox: {control:?}"
         );
-        eprintln!("SKIPPED: dev.tty.legacy_tiocsti = 0: TIOCSTI is off for everyone here");
-        return;
+        // Without a control that works, a refusal inside would prove nothing.
+        agentworks_test_user::missing(
+            "TIOCSTI outside the sandbox (dev.tty.legacy_tiocsti = 0 turns it off for everyone; \
+             `sysctl -w dev.tty.legacy_tiocsti=1` turns it on)",
+        );
     }
     assert!(
         control[1].ok,
@@ -2145,15 +2113,20 @@ fn landlock_only_shape(r: &Runner) {
 
 /// A multi-threaded caller (the dispatcher launches in its own process) gets the masks shape
 /// through the monitor (`fork`, then new namespaces), never the raw `clone` a single-threaded
-/// `sandboxer exec` uses: the same sandbox either way. In this process, so only as its own
-/// user (root under CI); the unprivileged half runs through the binaries everywhere else.
+/// `sandboxer exec` uses: the same sandbox either way. In this process: as root, and as the
+/// test user in a copy of the test binary run as that user.
 fn threaded_caller(r: &Runner) {
     use sandboxer::linux::enforce::Command as Confined;
     use sandboxer::linux::exec::{launch, unprobed_facts};
     use sandboxer::policy::{Enforce, ResolveOptions};
     use sandboxer::{Policy, Target};
     if r.switch_to.is_some() {
-        eprintln!("threaded_caller: runs in this process, so as its own user only");
+        // It runs in this process: as the test user, in a copy of this test run as that user
+        // (where the runner is that process's own user).
+        agentworks_test_user::rerun_as_test_user(
+            "threaded_caller::as_user",
+            "SBX_THREADED_CALLER_AS_USER",
+        );
         return;
     }
     let fx = Fixture::new(r);

@@ -20,7 +20,7 @@ use sandboxer::{Op, Policy, Target, Verdict};
 
 const HOME: &str = "/home/ada";
 
-/// The product's shape (see `PRODUCT` in src/policy/tests.rs) with Linux paths: the state
+/// The product's shape (`tests/fixtures/product.toml`) with Linux paths: the state
 /// root under XDG_DATA_HOME, the workspace documents, one chat's runtime and two workflows.
 const PRODUCT_LINUX: &str = r#"
 version = 1
@@ -1123,39 +1123,20 @@ fn doctor_reports_this_machine_and_the_policys_enforcement() {
 }
 
 /// The same probe as the unprivileged CI user `sbx-test` (root is exempt from the AppArmor and
-/// Debian restrictions, so only a normal user shows what a person gets). Skipped, saying so,
+/// Debian restrictions, so only a normal user shows what a person gets). Fails, saying so,
 /// when not root or when the user does not exist (scripts/setup-test-env.sh creates it).
 #[cfg(target_os = "linux")]
 #[test]
 fn doctor_probes_namespaces_for_an_unprivileged_user() {
+    use agentworks_test_user::{as_test_user, require_root, test_user_ids};
     use std::os::unix::fs::PermissionsExt;
-    // SAFETY: getuid cannot fail.
-    if unsafe { libc::getuid() } != 0 {
-        eprintln!("skipped: needs root to switch to sbx-test");
-        return;
-    }
-    let Some(ids) = std::process::Command::new("id")
-        .args(["-u", "sbx-test"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-    else {
-        eprintln!("skipped: no user sbx-test (run scripts/setup-test-env.sh)");
-        return;
-    };
-    let uid: u32 = String::from_utf8_lossy(&ids.stdout).trim().parse().unwrap();
+    require_root();
+    let (uid, _) = test_user_ids();
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let bin = dir.path().join("sandboxer");
     std::fs::copy(env!("CARGO_BIN_EXE_sandboxer"), &bin).unwrap();
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=sbx-test",
-            "--regid=sbx-test",
-            "--init-groups",
-            "--",
-        ])
-        .arg(&bin)
+    let out = as_test_user(&bin)
         .args(["doctor", "--json", "--home"])
         .arg(dir.path())
         .env("HOME", dir.path())

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::unistd::{User, geteuid};
+use agentworks_test_user::{Runner, Who, require_root};
 use sandboxer::Target;
 use sandboxer::linux::plan::{Facts, Shape};
 use sandboxer::linux::planner::{self, HostFs};
@@ -31,54 +31,13 @@ use serde_json::Value;
 
 const READER_PY: &str = include_str!("helpers/refused_reader.py");
 const PYTHON: &str = "/usr/bin/python3";
-const TEST_USER: &str = "sbx-test";
-const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How often the product writes each refused path while the chat runs.
 const ROUNDS: usize = 5;
 
-struct Runner {
-    uid: u32,
-    gid: u32,
-    switch_to: Option<&'static str>,
-}
-
+/// Root, or the test user (these live tests run as root and switch to it).
 fn runner(as_user: bool) -> Runner {
-    assert!(
-        geteuid().is_root(),
-        "these live tests need root (they also run the sandbox as {TEST_USER})"
-    );
-    if !as_user {
-        return Runner {
-            uid: 0,
-            gid: 0,
-            switch_to: None,
-        };
-    }
-    let user = User::from_name(TEST_USER)
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("user {TEST_USER} does not exist (scripts/setup-test-env.sh)"));
-    Runner {
-        uid: user.uid.as_raw(),
-        gid: user.gid.as_raw(),
-        switch_to: Some(TEST_USER),
-    }
-}
-
-impl Runner {
-    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = match self.switch_to {
-            Some(user) => {
-                let mut c = Command::new("setpriv");
-                c.args(["--reuid", user, "--regid", user, "--init-groups", "--"]);
-                c.arg(program);
-                c
-            }
-            None => Command::new(program),
-        };
-        c.env_clear().env("PATH", PATH).env("LANG", "C.UTF-8");
-        c
-    }
+    require_root();
+    Runner::new(if as_user { Who::User } else { Who::Root })
 }
 
 /// An example binary of this crate, built once, copied where the runner can execute it.
@@ -232,7 +191,7 @@ fn chown_tree(path: &Path, uid: u32, gid: u32) {
 
 /// The chat: `argv` confined, started as the runner, waited for until it loops.
 fn start_chat(fx: &Fixture, r: &Runner, argv: &[OsString]) -> Child {
-    let mut c = r.command(&argv[0]);
+    let mut c = r.command_with_path(&argv[0]);
     c.args(&argv[1..])
         .env("HOME", &fx.home)
         .current_dir(&fx.runtime)
@@ -278,7 +237,7 @@ fn stop_chat(fx: &Fixture, r: &Runner, child: Child) -> Value {
 
 /// The product's write, as the runner; then the unconfined control reads it back.
 fn product_writes(r: &Runner, writer: &Path, registry: &Path, args: &[&Path], content: &str) {
-    let mut c = r.command(writer);
+    let mut c = r.command_with_path(writer);
     if args.len() == 2 {
         c.arg("--folder");
     }
@@ -298,7 +257,7 @@ fn product_writes(r: &Runner, writer: &Path, registry: &Path, args: &[&Path], co
     } else {
         args[0].to_path_buf()
     };
-    let seen = r.command("/bin/cat").arg(&file).output().unwrap();
+    let seen = r.command_with_path("/bin/cat").arg(&file).output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&seen.stdout),
         content,
@@ -367,7 +326,7 @@ fn masks(as_user: bool) {
     // What the product met before: the placeholder is a folder, so a plain write is refused.
     let child = start_chat(&fx, &r, &chat);
     let plain = r
-        .command(PYTHON)
+        .command_with_path(PYTHON)
         .arg("-c")
         .arg(format!("open({:?}, 'w').write('x')", fx.db))
         .output()
@@ -486,7 +445,7 @@ fn keeper_gone(as_user: bool) {
     .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let out = r
-        .command(&writer)
+        .command_with_path(&writer)
         .arg(&fx.registry)
         .arg(&fx.db)
         .arg("SECRET-unmasked")

@@ -15,16 +15,15 @@ use std::net::TcpListener;
 use std::os::unix::fs::{PermissionsExt, chown};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use nix::unistd::{User, geteuid};
+use agentworks_test_user::{Runner, Who, require_root};
 use serde_json::Value;
 
 const PYTHON: &str = "/usr/bin/python3";
-const TEST_USER: &str = "sbx-test";
 
 /// Connects to each `unix:PATH` (and exchanges a line), `conn:PATH` (connects only), `tcp:PORT`; tries a datagram socket and io_uring; prints one
 /// JSON object: name -> "ok" (and what the server said) or the errno's name.
@@ -63,46 +62,11 @@ for arg in sys.argv[1:]:
 print(json.dumps(out))
 "#;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
-    Root,
-    User,
-}
-
-/// Who runs the sandbox and its controls: (uid, gid, user to switch to).
-fn identity(who: Who) -> (u32, u32, Option<&'static str>) {
-    assert!(
-        geteuid().is_root(),
-        "these live tests run as root (and switch to {TEST_USER})"
-    );
-    match who {
-        Who::Root => (0, 0, None),
-        Who::User => {
-            let user = User::from_name(TEST_USER)
-                .ok()
-                .flatten()
-                .unwrap_or_else(|| {
-                    panic!("user {TEST_USER} is missing (scripts/setup-test-env.sh)")
-                });
-            (user.uid.as_raw(), user.gid.as_raw(), Some(TEST_USER))
-        }
-    }
-}
-
-fn command(switch_to: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut c = match switch_to {
-        Some(user) => {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid", user, "--regid", user, "--init-groups", "--"]);
-            c.arg(program);
-            c
-        }
-        None => Command::new(program),
-    };
-    c.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("LANG", "C.UTF-8");
-    c
+/// Who runs the sandbox and its controls (these live tests run as root and switch to the test
+/// user).
+fn runner(who: Who) -> Runner {
+    require_root();
+    Runner::new(who)
 }
 
 /// A pathname listener served on a thread: answers each connection with `name` and echoes
@@ -212,7 +176,8 @@ fn sandboxer_for(root: &Path) -> PathBuf {
 }
 
 fn scenario(who: Who, shape: &str) {
-    let (uid, gid, switch_to) = identity(who);
+    let r = runner(who);
+    let (uid, gid) = (r.uid, r.gid);
     assert!(Path::new(PYTHON).exists(), "{PYTHON} is missing");
     let dir = tempfile::Builder::new()
         .prefix("sbx-sockets-")
@@ -249,7 +214,7 @@ fn scenario(who: Who, shape: &str) {
     // A real tmux server of the runner's, on a socket of its choosing.
     let tmux_sock = tmux_dir.join("x.sock");
     let tmux = |args: &[&str]| {
-        command(switch_to, "tmux")
+        r.command_with_path("tmux")
             .arg("-S")
             .arg(&tmux_sock)
             .args(args)
@@ -295,7 +260,8 @@ fn scenario(who: Who, shape: &str) {
     ];
 
     // Control: the same probes unconfined, as the same user, all get through.
-    let control = command(switch_to, PYTHON)
+    let control = r
+        .command_with_path(PYTHON)
         .arg(&probe)
         .args(&probes)
         .current_dir(&home)
@@ -326,7 +292,8 @@ fn scenario(who: Who, shape: &str) {
     .unwrap();
     fs::set_permissions(&policy, fs::Permissions::from_mode(0o644)).unwrap();
     let before: Vec<usize> = servers.iter().map(Server::accepted).collect();
-    let confined = command(switch_to, sandboxer_for(&root))
+    let confined = r
+        .command_with_path(sandboxer_for(&root))
         .arg("exec")
         .arg("--policy")
         .arg(&policy)

@@ -1,5 +1,5 @@
 //! The SBPL evaluator against hand-computed answers for small real-world-style profiles
-//! (`tests/fixtures/sbpl/*.sb`), and properties of the reader.
+//! (`tests/fixtures/sbpl/*.sb`), properties of the reader, and the renderer's injection guarantee.
 //!
 //! Every expected line below was worked out by reading the fixture, not by running the
 //! evaluator: the deciding rule is the one the documented semantics (docs/sbpl-evaluator.md)
@@ -11,10 +11,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use proptest::prelude::*;
+use sandboxer::policy::ResolveOptions;
 use sandboxer::sbpl::{
     DatumKind, FilterKind, Outcome, ProcessTarget, Profile, Query, VnodeType, parse, quote_string,
     read,
 };
+use sandboxer::seatbelt::{self, escape::string_literal};
+use sandboxer::{Policy, Target};
 
 fn fixture(name: &str, params: &[(&str, &str)]) -> Profile {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -439,20 +442,62 @@ proptest! {
         prop_assert_eq!(&items[0].kind, &DatumKind::Str(s.clone()));
     }
 
-    /// The renderer's injection guarantee: a hostile string quoted into a rule stays one
-    /// literal in one rule, whatever it holds.
+    /// The renderer's injection guarantee, on the product's own path: a policy whose grant
+    /// and refused path hold a hostile name renders (`seatbelt::render`, where
+    /// `seatbelt::escape` is the one place a path becomes profile text) to the profile of the
+    /// same policy with a benign name, with only the name's literal text changed; that profile
+    /// parses to as many rules, each string reading back as the path it came from, and the
+    /// evaluator answers for the hostile paths as for the benign ones. A name Seatbelt cannot
+    /// carry (a control character) is refused, never rendered.
     #[test]
-    fn quoted_strings_cannot_inject_rules(s in hostile()) {
-        let q = quote_string(&s).unwrap();
-        let text = format!("(version 1)\n(deny default)\n(allow file-read* (literal {q}))\n");
-        let p = parse(&text, &BTreeMap::new()).unwrap();
-        prop_assert_eq!(p.rules().len(), 2);
-        let rule = &p.rules()[1];
-        prop_assert_eq!(&rule.operations, &["file-read*".to_string()]);
-        prop_assert_eq!(rule.filters.len(), 1);
-        match &rule.filters[0].kind {
-            FilterKind::Literal(got) => prop_assert_eq!(got, &s),
-            other => prop_assert!(false, "not a literal: {other:?}"),
+    fn rendered_strings_cannot_inject_rules(s in hostile()) {
+        // One path component, never `.` or `..`.
+        let name = format!("n{}", s.replace('/', "_"));
+        let rendered = render_named(&name);
+        if name.chars().any(char::is_control) {
+            prop_assert!(rendered.is_err(), "rendered {name:?}: {rendered:?}");
+            return Ok(());
+        }
+        let text = rendered.unwrap();
+        let benign = render_named("benign").unwrap();
+        let body = |n: &str| {
+            let q = string_literal(n).unwrap();
+            q[1..q.len() - 1].to_string()
+        };
+        prop_assert_eq!(&text, &benign.replace("benign", &body(&name)));
+
+        let (profile, plain) = (parse_rendered(&text)?, parse_rendered(&benign)?);
+        prop_assert_eq!(profile.rules().len(), plain.rules().len());
+        let grant = format!("{TOP}/{name}");
+        let strings: Vec<String> = profile
+            .rules()
+            .iter()
+            .flat_map(|r| r.filters.iter())
+            .filter_map(|f| match &f.kind {
+                FilterKind::Literal(p) | FilterKind::Subpath(p) | FilterKind::Prefix(p) => {
+                    Some(p.clone())
+                }
+                _ => None,
+            })
+            .filter(|p| p.starts_with(&format!("{TOP}/n")))
+            .collect();
+        prop_assert!(!strings.is_empty(), "no rule names the grant:\n{text}");
+        for got in &strings {
+            prop_assert!(
+                *got == grant || *got == format!("{grant}/secret"),
+                "{got:?} is not a path of the policy:\n{text}"
+            );
+        }
+        for (path, benign_path) in [
+            (grant.clone(), format!("{TOP}/benign")),
+            (format!("{grant}/secret"), format!("{TOP}/benign/secret")),
+            (format!("{grant}/file"), format!("{TOP}/benign/file")),
+        ] {
+            for op in ["file-read-data", "file-write-data"] {
+                let got = profile.evaluate(op, &Query::Path { path: Path::new(&path), vnode: None });
+                let want = plain.evaluate(op, &Query::Path { path: Path::new(&benign_path), vnode: None });
+                prop_assert_eq!(got.outcome, want.outcome, "{} {:?}:\n{}", op, path, text);
+            }
         }
     }
 
@@ -468,6 +513,38 @@ proptest! {
             other => prop_assert!(false, "not a subpath: {other:?}"),
         }
     }
+}
+
+/// Where the policies of [`rendered_strings_cannot_inject_rules`] protect, grant and refuse.
+const TOP: &str = "/Users/ada/proj";
+
+/// The product's profile of a policy that protects [`TOP`], grants `TOP/<name>` and refuses
+/// `TOP/<name>/secret`; an error where the loader or the renderer refuses the name.
+fn render_named(name: &str) -> Result<String, String> {
+    let path = |p: String| {
+        let mut t = toml::Table::new();
+        t.insert("path".into(), p.into());
+        t
+    };
+    let mut grant = path(format!("{TOP}/{name}"));
+    grant.insert("access".into(), "rw".into());
+    let mut doc = toml::Table::new();
+    doc.insert("version".into(), 1.into());
+    doc.insert("base".into(), "open".into());
+    doc.insert("protected".into(), vec![path(TOP.into())].into());
+    doc.insert("grant".into(), vec![grant].into());
+    doc.insert(
+        "refuse".into(),
+        vec![path(format!("{TOP}/{name}/secret"))].into(),
+    );
+    let text = toml::to_string(&doc).unwrap();
+    let opts = ResolveOptions::new(Target::Macos, "/Users/ada".into(), false).unwrap();
+    let policy = Policy::from_toml(&text, "hostile.toml", &opts).map_err(|e| e.to_string())?;
+    seatbelt::render(&policy).map_err(|e| e.to_string())
+}
+
+fn parse_rendered(text: &str) -> Result<Profile, TestCaseError> {
+    parse(text, &BTreeMap::new()).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))
 }
 
 /// `sandboxer explain` on a fixture: exit code and, with --json, the printed object.

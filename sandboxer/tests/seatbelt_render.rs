@@ -17,30 +17,7 @@ use sandboxer::{Access, Op, Policy, Target, Verdict};
 /// The product's shape: home open; the app folder and the workspace documents protected;
 /// this chat's runtime and its workflow rw, an attached workflow ro; the workflow's planning
 /// folder and raw database refused; launchers blocked (the default).
-const PRODUCT: &str = r#"
-version = 1
-base = "open"
-
-[[protected]]
-path = "~/Library/Application Support/AgentWorks"
-[[protected]]
-path = "~/Documents/AgentWorks"
-
-[[grant]]
-path = "~/Library/Application Support/AgentWorks/state/cli-runtimes/v1/chat-1"
-access = "rw"
-[[grant]]
-path = "~/Documents/AgentWorks/wf-main"
-access = "rw"
-[[grant]]
-path = "~/Documents/AgentWorks/wf-ref"
-access = "ro"
-
-[[refuse]]
-path = "~/Documents/AgentWorks/wf-main/planning"
-[[refuse]]
-path = "~/Documents/AgentWorks/wf-main/workflow.db"
-"#;
+const PRODUCT: &str = include_str!("fixtures/product.toml");
 
 const CLOSED: &str = r#"
 version = 1

@@ -2,30 +2,8 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 
-pub(crate) const PRODUCT: &str = r#"
-version = 1
-base = "open"
-
-[[protected]]
-path = "~/Library/Application Support/AgentWorks"
-[[protected]]
-path = "~/Documents/AgentWorks"
-
-[[grant]]
-path = "~/Library/Application Support/AgentWorks/state/cli-runtimes/v1/chat-1"
-access = "rw"
-[[grant]]
-path = "~/Documents/AgentWorks/wf-main"
-access = "rw"
-[[grant]]
-path = "~/Documents/AgentWorks/wf-ref"
-access = "ro"
-
-[[refuse]]
-path = "~/Documents/AgentWorks/wf-main/planning"
-[[refuse]]
-path = "~/Documents/AgentWorks/wf-main/workflow.db"
-"#;
+/// The product's shape on macOS (shared with tests/seatbelt_render.rs).
+pub(crate) const PRODUCT: &str = include_str!("../../tests/fixtures/product.toml");
 
 fn mac(text: &str) -> Result<Policy, PolicyError> {
     let opts = ResolveOptions::new(Target::Macos, PathBuf::from("/Users/ada"), false).unwrap();

@@ -4,9 +4,10 @@
 //! Inspector) using the bridge from inside a full-mode launch; bad input changing nothing.
 #![cfg(target_os = "linux")]
 
-mod common;
-
-use common::{as_test_user, is_root, text, unavailable, user_ids};
+use agentworks_e2e::{
+    Who, as_test_user, clis_dir, copy_binaries, dispatcher_bin, inspector_js, require_root,
+    test_user_ids, text, world_dir,
+};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
@@ -15,16 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const MARKER: &str = "MARKER-7f3a9c-PROTECTED";
-
-fn dispatcher_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_dispatcher"))
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Who {
-    Root,
-    User,
-}
+/// What a wrapped CLI prints, from inside the sandbox, when the login file is out of its reach.
+const CONFINED: &str = "confined: the login file is out of reach";
 
 /// A private world for one test: a temp folder reachable by the runner, a home, a state root
 /// with two chats and three workflows, marker tokens in protected files, the binaries copied
@@ -40,36 +33,16 @@ struct World {
 }
 
 impl World {
-    fn new(who: Who) -> Option<World> {
-        if !is_root() {
-            unavailable("the live launch tests run as root (CI does) and switch to sbx-test");
-            return None;
-        }
+    fn new(who: Who) -> World {
+        require_root();
         let ids = match who {
             Who::Root => (0, 0),
-            Who::User => match user_ids() {
-                Some(ids) => ids,
-                None => {
-                    unavailable("user sbx-test is missing: run scripts/setup-test-env.sh");
-                    return None;
-                }
-            },
+            Who::User => test_user_ids(),
         };
-        let tmp = tempfile::Builder::new()
-            .prefix("aw-launch-")
-            .tempdir_in("/tmp")
-            .unwrap();
-        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let tmp = world_dir("aw-launch-");
         let root = tmp.path().to_path_buf();
         let bin = root.join("bin");
-        fs::create_dir(&bin).unwrap();
-        for (src, name) in [
-            (dispatcher_bin().to_path_buf(), "dispatcher"),
-            (dispatcher_bin().with_file_name("sandboxer"), "sandboxer"),
-        ] {
-            assert!(src.is_file(), "{} is not built", src.display());
-            fs::copy(&src, bin.join(name)).unwrap();
-        }
+        copy_binaries(&bin);
         let profiles = root.join("profiles");
         fs::create_dir_all(profiles.join("clis")).unwrap();
         fs::write(profiles.join("clis/sh.toml"), SH_ADAPTER).unwrap();
@@ -108,7 +81,7 @@ impl World {
             s = w.state.display(),
             h = w.home.display()
         ));
-        Some(w)
+        w
     }
 
     fn command(&self, program: impl AsRef<OsStr>) -> Command {
@@ -204,7 +177,7 @@ fn chown_r(path: &Path, (uid, gid): (u32, u32)) {
 /// nor config.json, nor state/auth, nor a new file beside the runtimes. Each refusal is
 /// paired with a positive control in the same launch.
 fn owner_cases(who: Who) {
-    let Some(w) = World::new(who) else { return };
+    let w = World::new(who);
     let s = w.state.display();
     let script = format!(
         "pwd; \
@@ -260,15 +233,6 @@ fn owner_cases_as_user() {
     owner_cases(Who::User);
 }
 
-/// The pinned MCP Inspector (`scripts/install-mcp-inspector.sh`): a real MCP client we did
-/// not write.
-fn inspector_js() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(
-        "../.tools/mcp-inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
-    );
-    p.is_file().then(|| fs::canonicalize(p).unwrap())
-}
-
 /// A test adapter whose "CLI" is the MCP Inspector's command-line client: its private config
 /// home gets the same MCP config as Claude Code's adapter (the bridge as the only server), and
 /// it is pointed at that file, so the client, the shim it starts and the config all come from
@@ -301,11 +265,8 @@ mcp = ["--config", "{config_home}/mcp.json", "--server", "agentworks"]
 /// sandbox it starts the bridge shim from its adapter-written MCP config, lists the tools and
 /// calls them; the foreground dispatcher serves the chat's socket and decides each call.
 fn mcp_client_inside_the_sandbox(who: Who) {
-    let Some(js) = inspector_js() else {
-        unavailable("the MCP Inspector is not installed: run scripts/install-mcp-inspector.sh");
-        return;
-    };
-    let Some(w) = World::new(who) else { return };
+    let js = inspector_js();
+    let w = World::new(who);
     let auth = w.state.join("state/auth/login.json");
     // The wrapper first shows it runs confined (the login file, readable outside, is not
     // readable here), then becomes the Inspector (with `--config`, it writes no catalog).
@@ -779,14 +740,8 @@ fn bad_input_is_refused_and_changes_nothing() {
 /// pre-trust and only our MCP server — never the person's own, planted in the test home.
 #[test]
 fn real_clis_start_confined() {
-    let clis = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/clis/bin");
-    if !clis.join("codex").is_file() {
-        unavailable("the real CLIs are not installed: run scripts/install-clis.sh");
-        return;
-    }
-    let Some(w) = World::new(Who::Root) else {
-        return;
-    };
+    let clis = clis_dir();
+    let w = World::new(Who::Root);
     // The person's own MCP servers, which must never reach a chat.
     fs::create_dir_all(w.home.join(".codex")).unwrap();
     fs::write(
@@ -799,9 +754,36 @@ fn real_clis_start_confined() {
         r#"{"mcpServers":{"personal":{"command":"/bin/false"}}}"#,
     )
     .unwrap();
+    // Each CLI is reached through a wrapper of its name, first on PATH, that reports from
+    // inside whether the login file (which the control below reads) is out of its reach, then
+    // becomes the CLI: "confined" is that evidence, never the dispatcher's own banner, printed
+    // before sandboxer starts.
+    let auth = w.state.join("state/auth/login.json");
+    let wrapped = w.bin.join("wrapped");
+    fs::create_dir(&wrapped).unwrap();
+    for cli in ["claude", "codex", "gemini", "pi", "opencode"] {
+        let wrapper = wrapped.join(cli);
+        fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh
+                 if err=$(cat '{auth}' 2>&1 >/dev/null); then echo 'NOT CONFINED'; exit 99; fi
+                 echo \"{CONFINED}: $err\"
+                 exec '{real}' \"$@\"
+",
+                auth = auth.display(),
+                real = clis.join(cli).display(),
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // The control: unconfined, the same user reads the login file.
+    w.as_runner(&format!("grep -q {MARKER} '{}'", auth.display()));
     let path = format!(
-        "{}:/usr/local/bin:/usr/bin:/bin",
-        fs::canonicalize(&clis).unwrap().display()
+        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+        wrapped.display(),
+        clis.display()
     );
     // `must_succeed: false` is for a CLI that reads its config and then stops for want of a
     // login (Gemini exits 41 without one): its message is the evidence it read the private home.
@@ -831,7 +813,14 @@ fn real_clis_start_confined() {
             !must_succeed || out.status.success(),
             "{cli} {args:?}: {all}"
         );
-        assert!(all.contains("in full mode"), "{cli}: not confined:\n{all}");
+        assert!(
+            all.contains("in full mode"),
+            "{cli}: not in full mode:\n{all}"
+        );
+        assert!(
+            all.contains(CONFINED) && !all.contains(MARKER),
+            "{cli}: not confined:\n{all}"
+        );
         all
     };
     let launch = |cli: &str, args: &[&str]| launch_with(cli, args, true);
@@ -900,7 +889,7 @@ fn real_clis_start_confined() {
 /// until `dispatcher init` adopts it; and from inside a chat the anchor can be neither read
 /// nor written nor moved (controls: outside it can).
 fn state_root_identity(who: Who) {
-    let Some(w) = World::new(who) else { return };
+    let w = World::new(who);
     let anchor = w.state.with_file_name(format!(
         ".{}.anchor",
         w.state.file_name().unwrap().to_str().unwrap()

@@ -7,8 +7,6 @@
 //! (the whole Linux contract must stay under 60 s) are not skewed by each other.
 #![cfg(target_os = "linux")]
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::fd::AsRawFd;
@@ -16,26 +14,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{TEST_USER, as_test_user, is_root, unavailable};
+use agentworks_e2e::{
+    TEST_USER, as_test_user, copy_binaries, dispatcher_bin, repo, require_root, test_user_ids,
+    world_dir,
+};
 use serde_json::Value;
-
-fn dispatcher_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_dispatcher"))
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn user_exists() -> bool {
-    Command::new("id")
-        .arg(TEST_USER)
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// One contract run at a time, across test processes.
 struct Serial {
@@ -69,33 +52,13 @@ struct Bins {
     who: Who,
 }
 
-fn bins(who: Who) -> Option<Bins> {
-    if !is_root() {
-        unavailable("the live contract tests run as root (CI does) and switch to sbx-test");
-        return None;
+fn bins(who: Who) -> Bins {
+    require_root();
+    if who == Who::User {
+        test_user_ids();
     }
-    if who == Who::User && !user_exists() {
-        unavailable("user sbx-test is missing: run scripts/setup-test-env.sh");
-        return None;
-    }
-    let t = tempfile::Builder::new()
-        .prefix("aw-contract-test-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    fs::set_permissions(t.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let bin = t.path().join("bin");
-    fs::create_dir(&bin).unwrap();
-    for (src, name) in [
-        (dispatcher_bin().to_path_buf(), "dispatcher"),
-        (dispatcher_bin().with_file_name("sandboxer"), "sandboxer"),
-    ] {
-        assert!(
-            src.is_file(),
-            "{} is not built (cargo build --workspace)",
-            src.display()
-        );
-        fs::copy(&src, bin.join(name)).unwrap();
-    }
+    let t = world_dir("aw-contract-test-");
+    let (dispatcher, _) = copy_binaries(&t.path().join("bin"));
     let tmp = t.path().join("tmp");
     fs::create_dir(&tmp).unwrap();
     if who == Who::User {
@@ -105,12 +68,12 @@ fn bins(who: Who) -> Option<Bins> {
             .unwrap();
         assert!(st.success());
     }
-    Some(Bins {
-        dispatcher: bin.join("dispatcher"),
+    Bins {
+        dispatcher,
         tmp,
         who,
         _tmp: t,
-    })
+    }
 }
 
 impl Bins {
@@ -238,7 +201,7 @@ fn user_can_run(name: &str) -> bool {
 }
 
 fn whole_contract_passes(who: Who) {
-    let Some(b) = bins(who) else { return };
+    let b = bins(who);
     let _serial = serial();
     let (r, out) = b.json(&["--all"]);
     let elapsed = r["elapsed_ms"].as_u64().unwrap();
@@ -442,7 +405,7 @@ fn broken(b: &Bins, how: &str) -> Value {
 
 #[test]
 fn broken_policies_fail_on_the_right_probes() {
-    let Some(b) = bins(Who::Root) else { return };
+    let b = bins(Who::Root);
     let _serial = serial();
 
     // The workflow grant widened to every workflow: exactly the other-workflow probes fail,
@@ -629,7 +592,7 @@ fn linux_probe_expectations() -> BTreeMap<String, (String, String)> {
 
 #[test]
 fn a_harness_that_lies_cannot_make_a_probe_pass() {
-    let Some(b) = bins(Who::Root) else { return };
+    let b = bins(Who::Root);
     let _serial = serial();
     let expectations = linux_probe_expectations();
 
@@ -702,7 +665,7 @@ fn a_harness_that_lies_cannot_make_a_probe_pass() {
 
 #[test]
 fn the_permission_map_is_current() {
-    let Some(b) = bins(Who::Root) else { return };
+    let b = bins(Who::Root);
     let _serial = serial();
     let out = b.contract(&["--all", "--markdown"]);
     let fresh = String::from_utf8(out.stdout).unwrap();
@@ -804,7 +767,7 @@ fn evaluation_alone_decides_every_macos_probe() {
 
 #[test]
 fn a_scripted_step_runs_confined_with_its_workflow_rw() {
-    let Some(b) = bins(Who::Root) else { return };
+    let b = bins(Who::Root);
     let state = b.tmp.join("state");
     let d = |args: &[&str]| {
         Command::new(&b.dispatcher)

@@ -21,7 +21,7 @@ use sandboxer::Target;
 use sandboxer::policy::ResolveOptions;
 use serde_json::{Value, json};
 
-mod common;
+use agentworks_e2e::{self as common, inspector_js};
 
 // ---- fixture -------------------------------------------------------------------------------
 
@@ -1071,10 +1071,8 @@ fn the_policy_file_is_checked_before_serving() {
 
 #[test]
 fn callers_of_another_uid_are_turned_away() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to connect as another uid");
-        return;
-    }
+    // Root connects as another uid.
+    common::require_root();
     let w = World::new();
     let c = w.chat("c1", "w1", &[]);
     // Let uid 65534 reach the socket at all, so that only the peer check stands in its way.
@@ -1262,25 +1260,13 @@ fn shim_program() -> PathBuf {
         .expect("cargo names the example's executable")
 }
 
-/// `scripts/install-mcp-inspector.sh` puts the pinned MCP Inspector here.
-fn inspector() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.tools/mcp-inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
-    assert!(
-        p.is_file(),
-        "the MCP Inspector is not installed at {}: run scripts/install-mcp-inspector.sh",
-        p.display()
-    );
-    p
-}
-
 /// Runs the inspector's CLI against the shim; returns its exit code and the JSON `result`.
 /// (It exits 0 for a result, 5 for a tool result with `isError: true`.)
 fn run_inspector(w: &World, shim: &Path, socket: &Path, args: &[&str]) -> (i32, Value) {
     let scratch = w.dir.path().join("inspector-home");
     std::fs::create_dir_all(&scratch).unwrap();
     let out = std::process::Command::new("node")
-        .arg(inspector())
+        .arg(inspector_js())
         .args(["--cli", "--format", "json"])
         .args(args)
         .arg("--")
@@ -1311,7 +1297,7 @@ fn run_inspector(w: &World, shim: &Path, socket: &Path, args: &[&str]) -> (i32, 
 
 #[test]
 fn the_mcp_inspector_drives_the_shim() {
-    let inspector_present = inspector();
+    let inspector_present = inspector_js();
     assert!(inspector_present.is_file());
     let shim = shim_program();
     let w = World::new();
@@ -1594,11 +1580,12 @@ fn bridge_stays_in_its_own_mount_namespace() {
 
 #[test]
 fn the_bridge_never_resolves_through_another_mount_namespace() {
-    if std::env::var_os(AS_USER_ENV).is_some() || !common::is_root() {
-        // The copy run as the test user, or a run by an unprivileged user directly.
+    if common::is_rerun(AS_USER_ENV) {
+        // The copy run as the test user.
         bridge_stays_in_its_own_mount_namespace();
         return;
     }
+    common::require_root();
     bridge_stays_in_its_own_mount_namespace();
     // The same as the unprivileged test user: its own rootless namespace, its own files.
     common::rerun_as_test_user(

@@ -14,54 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-mod common;
-
+use agentworks_e2e::{self as common, FakeCli, dispatcher_bin};
 use dispatcher::server::auth;
 use serde_json::{Value, json};
 
-const DISPATCHER: &str = env!("CARGO_BIN_EXE_dispatcher");
-
 // ---- fixture -------------------------------------------------------------------------------
-
-/// The fake CLI. Its adapter passes `--no-tools` (bridge-only) or `--all-tools` (full), then
-/// `--bridge DISPATCHER SOCKET`, then the launch's `cli_args`: an action and its arguments.
-const FAKE_CLI: &str = r#"#!/bin/sh
-bridge=""; sock=""; tools=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --headless) shift;;
-    --no-tools) tools=off; shift;;
-    --all-tools) tools=on; shift;;
-    --bridge) bridge="$2"; sock="$3"; shift 3;;
-    *) break;;
-  esac
-done
-echo "fake-cli native-tools=$tools"
-action="$1"; [ $# -gt 0 ] && shift
-case "$action" in
-  mcp)
-    # $1: MCP lines for the bridge; $2: a file to read directly (not through the bridge).
-    "$bridge" bridge --socket "$sock" < "$1"
-    if cat "$2" >/dev/null 2>&1; then echo "direct-read: allowed"; else echo "direct-read: refused"; fi
-    ;;
-  hold)
-    # $1: a heartbeat file, appended to while the chat runs.
-    trap 'echo got-term; exit 7' TERM
-    while :; do echo . >> "$1"; sleep 0.05; done
-    ;;
-  idle)
-    # Waits quietly until stopped.
-    trap 'kill $! 2>/dev/null; echo got-term; exit 7' TERM
-    sleep 600 & wait
-    ;;
-  args)
-    for a in "$@"; do echo "arg[$a]"; done
-    ;;
-  exit)
-    sleep 0.3; exit "$1"
-    ;;
-esac
-"#;
 
 struct World {
     dir: tempfile::TempDir,
@@ -79,34 +36,7 @@ impl World {
         let home = base.join("home");
         let profiles = base.join("prof");
         std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(profiles.join("clis")).unwrap();
-        let fake = base.join("fake-cli");
-        std::fs::write(&fake, FAKE_CLI).unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::write(
-            profiles.join("clis/fake.toml"),
-            format!(
-                r#"version = 1
-name = "fake"
-display_name = "Fake CLI"
-binary = "{}"
-install = "test fixture"
-checked_version = "0"
-modes = ["full", "bridge-only"]
-prompt_note_how = "not passed"
-bridge_only_how = "--no-tools"
-[config_home]
-env = "FAKE_HOME"
-[args]
-headless = ["--headless"]
-full = ["--all-tools"]
-bridge_only = ["--no-tools"]
-mcp = ["--bridge", "{{bridge_command}}", "{{bridge_socket}}"]
-"#,
-                fake.display()
-            ),
-        )
-        .unwrap();
+        FakeCli::Tools.install(&base, &profiles);
         let mut w = World {
             dir,
             root,
@@ -127,7 +57,7 @@ mcp = ["--bridge", "{{bridge_command}}", "{{bridge_socket}}"]
     }
 
     fn cmd(&self) -> Command {
-        let mut c = Command::new(DISPATCHER);
+        let mut c = Command::new(dispatcher_bin());
         c.arg("--state-root")
             .arg(&self.root)
             .arg("--profiles-dir")
@@ -592,11 +522,15 @@ fn grows(file: &Path) -> bool {
     b > a
 }
 
-fn have_tmux() -> bool {
-    Command::new("tmux")
+/// Fails the test when tmux is missing (`scripts/setup-test-env.sh` installs it).
+fn need_tmux() {
+    let there = Command::new("tmux")
         .arg("-V")
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    if !there {
+        common::missing("tmux");
+    }
 }
 
 // ---- auth and input ------------------------------------------------------------------------
@@ -1118,11 +1052,13 @@ fn a_squatter_on_the_servers_port_gets_no_token_and_nothing_that_authenticates()
     const AS_USER: &str = "SERVER_SQUATTER_TEST_AS_USER";
     const NAME: &str =
         "a_squatter_on_the_servers_port_gets_no_token_and_nothing_that_authenticates";
-    squatter_gets_nothing();
-    if std::env::var_os(AS_USER).is_some() || !common::is_root() {
-        // The copy run as the test user, or a run by an unprivileged user directly.
+    if common::is_rerun(AS_USER) {
+        // The copy run as the test user.
+        squatter_gets_nothing();
         return;
     }
+    common::require_root();
+    squatter_gets_nothing();
     // The same as the unprivileged test user: the squatter is a process of that uid.
     common::rerun_as_test_user(NAME, AS_USER);
 }
@@ -1451,10 +1387,7 @@ fn client_commands_launch_list_stop_and_read_events() {
 
 #[test]
 fn tmux_chats_run_on_the_state_roots_tmux_and_stop_with_their_status() {
-    if !have_tmux() {
-        eprintln!("skipped: tmux is not installed");
-        return;
-    }
+    need_tmux();
     let w = World::new();
     w.workflows(&["w1"]);
     w.chats(&["c1", "c2"]);
@@ -1659,11 +1592,8 @@ fn a_server_killed_at_each_step_of_a_launch_rolls_back_or_adopts_on_restart() {
     let w = World::new();
     w.workflows(&["w1"]);
     let steps = ["intent", "spawned", "started"];
-    let sups = if have_tmux() {
-        vec!["structured", "tmux"]
-    } else {
-        vec!["structured"]
-    };
+    need_tmux();
+    let sups = ["structured", "tmux"];
     for sup in &sups {
         for step in steps {
             let chat = format!("{step}-{sup}");

@@ -7,27 +7,16 @@
 //! server is the command's child, and each test checks that it is gone afterwards.
 #![cfg(target_os = "linux")]
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{TEST_USER, as_test_user, is_root, text, unavailable};
+use agentworks_e2e::{
+    FakeCli, TEST_USER, as_test_user, clis_dir, copy_binaries, dispatcher_bin, require_root,
+    test_user_ids, text,
+};
 use serde_json::Value;
-
-const DISPATCHER: &str = env!("CARGO_BIN_EXE_dispatcher");
-
-/// The real CLIs, as `launch_live.rs` finds them.
-fn clis_bin() -> Option<PathBuf> {
-    let clis = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/clis/bin");
-    if !clis.join("codex").is_file() || !clis.join("claude").is_file() {
-        unavailable("the real CLIs are not installed: run scripts/install-clis.sh");
-        return None;
-    }
-    Some(std::fs::canonicalize(clis).unwrap())
-}
 
 /// A private home and temporary folder for one run.
 struct Run {
@@ -60,7 +49,7 @@ impl Run {
             Some(c) => format!("{}:/usr/local/bin:/usr/bin:/bin", c.display()),
             None => "/usr/local/bin:/usr/bin:/bin".into(),
         };
-        let mut c = Command::new(DISPATCHER);
+        let mut c = Command::new(dispatcher_bin());
         c.env_clear()
             .env("PATH", path)
             .env("HOME", self.home())
@@ -141,13 +130,8 @@ const SERVER_CHECKS: [&str; 9] = [
 
 #[test]
 fn real_clis_pass_through_the_server() {
-    let Some(clis) = clis_bin() else {
-        return;
-    };
-    if !is_root() {
-        unavailable("the contract tests run as root (CI does)");
-        return;
-    }
+    let clis = clis_dir();
+    require_root();
     for cli in ["claude", "codex"] {
         let run = Run::new();
         let out = run.test(Some(&clis), &["--provider", cli, "--json"]);
@@ -212,13 +196,8 @@ fn real_clis_pass_through_the_server() {
 /// workflows fail — so the grants under test are the server's.
 #[test]
 fn a_policy_broken_by_the_server_fails_on_the_probes_that_guard_it() {
-    let Some(clis) = clis_bin() else {
-        return;
-    };
-    if !is_root() {
-        unavailable("the contract tests run as root (CI does)");
-        return;
-    }
+    let clis = clis_dir();
+    require_root();
     let run = Run::new();
     let out = run.test(
         Some(&clis),
@@ -299,7 +278,7 @@ fn bad_input_exits_2_and_leaves_nothing() {
     let busy = run.dir.path().join("busy");
     std::fs::create_dir(&busy).unwrap();
     std::fs::write(busy.join("x"), "").unwrap();
-    let mut c = run.command(clis_bin().as_deref());
+    let mut c = run.command(Some(&clis_dir()));
     c.arg("--state-root")
         .arg(&busy)
         .args([
@@ -311,73 +290,25 @@ fn bad_input_exits_2_and_leaves_nothing() {
         ])
         .arg(run.tmp());
     let out = c.output().unwrap();
-    if clis_bin().is_some() {
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("not empty"),
-            "{}",
-            text(&out)
-        );
-    }
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(std::fs::read_dir(&busy).unwrap().count(), 1);
     run.assert_clean();
 }
 
-/// A CLI whose "model" does what it is asked: in headless runs the prompt is its last
-/// argument; it refuses the first time (the retry), then runs the script the prompt names
-/// with its shell, as a CLI's shell tool would. Without a prompt (the tmux shape) it waits
-/// like an interactive CLI.
-const FAKE_CLI: &str = r#"#!/bin/sh
-for last; do :; done
-case "$last" in
-  *"sh '"*) ;;
-  *) exec sleep 600;;
-esac
-n=$(cat asked 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > asked
-if [ "$n" -lt 2 ]; then echo "I would rather not."; exit 0; fi
-script=$(printf '%s\n' "$last" | sed -n "s/.*: sh '\([^']*\)'.*/\1/p" | head -n 1)
-sh "$script"
-echo DONE
-"#;
-
 fn fake_profiles(dir: &Path) -> PathBuf {
-    let fake = dir.join("fake-cli");
-    std::fs::write(&fake, FAKE_CLI).unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let profiles = dir.join("profiles");
-    std::fs::create_dir_all(profiles.join("clis")).unwrap();
-    std::fs::write(
-        profiles.join("clis/fake.toml"),
-        format!(
-            r#"version = 1
-name = "fake"
-display_name = "Fake CLI"
-binary = "{}"
-install = "test fixture"
-checked_version = "0"
-modes = ["full"]
-prompt_note_how = "not passed"
-bridge_only_how = "none"
-login_env = ["FAKE_MODEL_KEY"]
-[config_home]
-env = "FAKE_HOME"
-[args]
-headless = ["--headless"]
-full = ["--all-tools"]
-"#,
-            fake.display()
-        ),
-    )
-    .unwrap();
+    FakeCli::Model.install(dir, &profiles);
     profiles
 }
 
 #[test]
 fn the_model_part_runs_the_harness_through_the_server_when_logged_in() {
-    if !is_root() {
-        unavailable("the contract tests run as root (CI does)");
-        return;
-    }
+    require_root();
     let run = Run::new();
     let profiles = fake_profiles(run.dir.path());
     let mut c = run.command(None);
@@ -425,29 +356,11 @@ fn the_model_part_runs_the_harness_through_the_server_when_logged_in() {
 /// the checkout, which that user may not reach).
 #[test]
 fn an_unprivileged_user_runs_it_too() {
-    if !is_root() {
-        unavailable("the contract tests run as root (CI does) and switch to sbx-test");
-        return;
-    }
-    let ids = || -> Option<(u32, u32)> {
-        let id = |f: &str| -> Option<u32> {
-            let o = Command::new("id").args([f, TEST_USER]).output().ok()?;
-            String::from_utf8(o.stdout).ok()?.trim().parse().ok()
-        };
-        Some((id("-u")?, id("-g")?))
-    };
-    let Some((uid, gid)) = ids() else {
-        unavailable("user sbx-test is missing: run scripts/setup-test-env.sh");
-        return;
-    };
+    require_root();
+    let (uid, gid) = test_user_ids();
     let run = Run::new();
     std::fs::set_permissions(run.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bin = run.dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    for name in ["dispatcher", "sandboxer"] {
-        let src = Path::new(DISPATCHER).with_file_name(name);
-        std::fs::copy(&src, bin.join(name)).unwrap();
-    }
+    let (dispatcher, _) = copy_binaries(&run.dir.path().join("bin"));
     let profiles = fake_profiles(run.dir.path());
     let status = Command::new("chown")
         .arg("-R")
@@ -456,7 +369,7 @@ fn an_unprivileged_user_runs_it_too() {
         .status()
         .unwrap();
     assert!(status.success());
-    let out = as_test_user(bin.join("dispatcher"))
+    let out = as_test_user(&dispatcher)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", run.home())

@@ -1,0 +1,191 @@
+//! What the end-to-end tests share: the binaries under test, a private world folder for each
+//! test with those binaries in it, the fake CLIs of `fixtures/`, the real CLIs and the MCP
+//! Inspector that `scripts/test.sh` installs, and the test user ([`agentworks_test_user`]).
+//!
+//! A prerequisite that is missing fails the test (see [`missing`]): an end-to-end test that
+//! cannot run is never reported as passed.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+pub use agentworks_test_user::*;
+
+/// The fake CLIs of `fixtures/`: a shell script and its adapter, named `fake`.
+#[derive(Clone, Copy, Debug)]
+pub enum FakeCli {
+    /// The server tests' CLI: its adapter passes `--no-tools` (bridge-only) or `--all-tools`
+    /// (full), then `--bridge DISPATCHER SOCKET`, then the launch's `cli_args`: an action and
+    /// its arguments.
+    Tools,
+    /// A CLI whose "model" does what it is asked: in headless runs the prompt is its last
+    /// argument; it refuses the first time (the retry), then runs the script the prompt names
+    /// with its shell, as a CLI's shell tool would. Without a prompt (the tmux shape) it waits
+    /// like an interactive CLI. Its adapter logs in with `FAKE_MODEL_KEY`.
+    Model,
+}
+
+impl FakeCli {
+    fn files(self) -> (&'static str, &'static str) {
+        match self {
+            FakeCli::Tools => (
+                include_str!("../fixtures/fake-cli.sh"),
+                include_str!("../fixtures/fake-cli.toml"),
+            ),
+            FakeCli::Model => (
+                include_str!("../fixtures/fake-model-cli.sh"),
+                include_str!("../fixtures/fake-model-cli.toml"),
+            ),
+        }
+    }
+
+    /// Writes the script to `dir/fake-cli` and its adapter into `profiles/clis/fake.toml`
+    /// (for `--profiles-dir profiles`).
+    pub fn install(self, dir: &Path, profiles: &Path) {
+        let (script, adapter) = self.files();
+        let fake = dir.join("fake-cli");
+        write_script(&fake, script);
+        fs::create_dir_all(profiles.join("clis")).unwrap();
+        let adapter = adapter.replace("{fake_cli}", &fake.display().to_string());
+        fs::write(profiles.join("clis/fake.toml"), adapter).unwrap();
+    }
+}
+
+/// The workspace's root folder.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+/// A binary of the workspace, built beside this test binary (`target/<profile>/deps/…`):
+/// `cargo nextest run --workspace` builds both with the tests that use them. Cargo builds
+/// another package's binaries only when that package is tested too, so a binary older than a
+/// file it was built from (cargo's dep-info beside it) fails the test rather than test old
+/// code.
+fn workspace_bin(name: &str) -> PathBuf {
+    const REBUILD: &str = "run the tests with `cargo nextest run --workspace` (or `cargo build \
+                           --workspace --bins` first)";
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let bin = profile_dir.join(name);
+    let built = fs::metadata(&bin)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} is not built: {REBUILD}", bin.display()));
+    // A test run again as the test user may not read a checkout under /root: the first run
+    // has checked.
+    let dep_info = fs::read_to_string(profile_dir.join(format!("{name}.d"))).unwrap_or_default();
+    for source in dep_info_sources(&dep_info) {
+        let changed = fs::metadata(&source).and_then(|m| m.modified());
+        if let Ok(changed) = changed {
+            assert!(
+                changed <= built,
+                "{} is older than {}: {REBUILD}",
+                bin.display(),
+                source.display()
+            );
+        }
+    }
+    bin
+}
+
+/// The files a dep-info line (`target: a b\ c …`) names.
+fn dep_info_sources(dep_info: &str) -> Vec<PathBuf> {
+    let Some((_, sources)) = dep_info.lines().next().and_then(|l| l.split_once(": ")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = sources.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            ' ' => out
+                .extend((!current.is_empty()).then(|| PathBuf::from(std::mem::take(&mut current)))),
+            c => current.push(c),
+        }
+    }
+    out.extend((!current.is_empty()).then(|| PathBuf::from(current)));
+    out
+}
+
+/// The dispatcher binary under test.
+pub fn dispatcher_bin() -> PathBuf {
+    workspace_bin("dispatcher")
+}
+
+/// The sandboxer binary under test.
+pub fn sandboxer_bin() -> PathBuf {
+    workspace_bin("sandboxer")
+}
+
+/// A private folder for one test under `/tmp`, which every user may traverse (0755): a
+/// checkout under /root is not reachable by the test user, nor is a 0700 temp folder.
+pub fn world_dir(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// Copies the dispatcher and sandboxer binaries into `bin` (created), where the test user can
+/// execute them; returns the two copies.
+pub fn copy_binaries(bin: &Path) -> (PathBuf, PathBuf) {
+    fs::create_dir_all(bin).unwrap();
+    let copy = |src: PathBuf, name: &str| {
+        let dst = bin.join(name);
+        fs::copy(&src, &dst).unwrap();
+        dst
+    };
+    (
+        copy(dispatcher_bin(), "dispatcher"),
+        copy(sandboxer_bin(), "sandboxer"),
+    )
+}
+
+/// Writes `text` to `path` as an executable script.
+pub fn write_script(path: &Path, text: &str) {
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The folder of the real, pinned CLIs `scripts/install-clis.sh` installs; fails the test when
+/// they are not there.
+pub fn clis_dir() -> PathBuf {
+    let clis = repo().join(".tools/clis/bin");
+    if !clis.join("codex").is_file() || !clis.join("claude").is_file() {
+        missing("the real CLIs (scripts/install-clis.sh installs them)");
+    }
+    fs::canonicalize(clis).unwrap()
+}
+
+/// The MCP Inspector's command-line client `scripts/install-mcp-inspector.sh` installs; fails
+/// the test when it is not there.
+pub fn inspector_js() -> PathBuf {
+    let js = repo().join(
+        ".tools/mcp-inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+    );
+    if !js.is_file() {
+        missing("the MCP Inspector (scripts/install-mcp-inspector.sh installs it)");
+    }
+    fs::canonicalize(js).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dep_info_names_each_source_once_with_escaped_spaces() {
+        let line = "/t/debug/dispatcher: /r/src/main.rs /r/My\\ Files/a.rs /r/b.toml\n";
+        assert_eq!(
+            dep_info_sources(line),
+            [
+                PathBuf::from("/r/src/main.rs"),
+                PathBuf::from("/r/My Files/a.rs"),
+                PathBuf::from("/r/b.toml")
+            ]
+        );
+        assert!(dep_info_sources("").is_empty());
+    }
+}
