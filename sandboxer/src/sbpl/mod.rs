@@ -10,19 +10,22 @@
 //! Paths are taken as already resolved by the kernel (`/tmp` is `/private/tmp` on macOS) and
 //! compared as bytes.
 
+mod build;
 mod ere;
 mod eval;
+mod matching;
 mod ops;
 mod profile;
 mod reader;
 
+pub use build::parse;
 pub use eval::{Evaluation, Outcome, ProcessTarget, Query, RuleRef};
 pub use ops::{
     FILE_READ_OPERATIONS, FILE_WRITE_OPERATIONS, KNOWN_OPERATIONS, QueryKind, query_kind,
 };
 pub use profile::{
     Action, Construct, Filter, FilterKind, Modifier, Pattern, Profile, Rule, SocketFilter,
-    TargetFilter, VnodeType, parse,
+    TargetFilter, VnodeType,
 };
 pub use reader::{
     Datum, DatumKind, MAX_DEPTH, ParseError, Pos, UnquotableString, quote_string, read,
