@@ -15,68 +15,12 @@
 //! For a deny-default profile made of allow rules (ours) both readings give the same answer:
 //! allowed exactly when some allow rule matches.
 
-use std::path::Path;
-
 use serde::Serialize;
 
 use super::matching::{Match, Subject, rule_matches};
-use super::ops::{self, Coverage, QueryKind};
-use super::profile::{Action, Profile, Rule, VnodeType, modifier_why};
-
-/// What is asked about. Paths are taken as the kernel hands them to Seatbelt: absolute,
-/// resolved (`/tmp` → `/private/tmp`, no symlinks, no `.`/`..`), compared as bytes.
-#[derive(Clone, Copy, Debug)]
-pub enum Query<'a> {
-    /// A file: `file-*` operations and `process-exec`. `vnode` is the file's type where known;
-    /// a `vnode-type` filter needs it.
-    Path {
-        path: &'a Path,
-        vnode: Option<VnodeType>,
-    },
-    /// A global Mach service name: `mach-lookup`, `mach-register`.
-    MachName(&'a str),
-    /// The Unix socket being connected to: `network-outbound`.
-    UnixSocket(&'a Path),
-    /// The process a signal or process-info request goes to.
-    Process(ProcessTarget),
-    /// An operation with no object the evaluator models (`process-fork`, `lsopen`, …).
-    NoObject,
-}
-
-impl Query<'_> {
-    pub fn kind(&self) -> QueryKind {
-        match self {
-            Query::Path { .. } => QueryKind::Path,
-            Query::MachName(_) => QueryKind::MachName,
-            Query::UnixSocket(_) => QueryKind::UnixSocket,
-            Query::Process(_) => QueryKind::Process,
-            Query::NoObject => QueryKind::NoObject,
-        }
-    }
-}
-
-/// Whom a signal or process-info request targets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProcessTarget {
-    /// The process itself.
-    Myself,
-    /// Another process under the same sandbox.
-    SameSandbox,
-    /// A process outside this sandbox.
-    Outside,
-}
-
-impl ProcessTarget {
-    /// `self`, `same-sandbox`, `outside`.
-    pub fn parse(word: &str) -> Option<ProcessTarget> {
-        match word {
-            "self" => Some(ProcessTarget::Myself),
-            "same-sandbox" => Some(ProcessTarget::SameSandbox),
-            "outside" => Some(ProcessTarget::Outside),
-            _ => None,
-        }
-    }
-}
+use super::ops::{self, Coverage};
+use super::profile::{Action, Profile, Rule, modifier_why};
+use super::query::Query;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -505,6 +449,7 @@ mod tests {
     use super::super::parse;
     use super::*;
     use crate::sbpl::matching::is_subpath;
+    use std::path::Path;
 
     fn profile(text: &str) -> Profile {
         parse(text, &BTreeMap::new()).unwrap()

@@ -4,12 +4,12 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::eval::{ProcessTarget, Query};
 use super::ops::QueryKind;
 use super::profile::{
     Filter, FilterKind, Pattern, Rule, SocketFilter, TargetFilter, VnodeType, is_normal_absolute,
     not_normal_why, regex_why,
 };
+use super::query::{ProcessTarget, Query};
 
 /// Three-valued match.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,10 +16,11 @@ mod eval;
 mod matching;
 mod ops;
 mod profile;
+mod query;
 mod reader;
 
 pub use build::parse;
-pub use eval::{Evaluation, Outcome, ProcessTarget, Query, RuleRef};
+pub use eval::{Evaluation, Outcome, RuleRef};
 pub use ops::{
     FILE_READ_OPERATIONS, FILE_WRITE_OPERATIONS, KNOWN_OPERATIONS, QueryKind, query_kind,
 };
@@ -27,6 +28,7 @@ pub use profile::{
     Action, Construct, Filter, FilterKind, Modifier, Pattern, Profile, Rule, SocketFilter,
     TargetFilter, VnodeType,
 };
+pub use query::{ProcessTarget, Query};
 pub use reader::{
     Datum, DatumKind, MAX_DEPTH, ParseError, Pos, UnquotableString, quote_string, read,
 };
