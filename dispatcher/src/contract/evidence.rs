@@ -85,6 +85,12 @@ pub fn decide(
             (false, format!("marker {label} not in what was read"))
         })
     };
+    // A marker the runner keeps outside the sandbox, in what the harness read.
+    let outside_marker_read = |marker: &str, what: &str| {
+        let b = !marker.is_empty() && output.contains(marker);
+        let not = if b { "" } else { "not " };
+        (b, format!("{what} {not}in what was read"))
+    };
     let seen: Result<(bool, String), String> = match op.evidence() {
         Evidence::TargetMarkerInOutput => marker_in_output(target),
         Evidence::ArgMarkerInOutput => marker_in_output(arg.unwrap_or(target)),
@@ -213,16 +219,10 @@ pub fn decide(
             Some(s) => (true, format!("outside process: {}", s.trim())),
             None => (false, "outside process was never traced".into()),
         }),
-        Evidence::SharedMarkerInOutput => {
-            let b = !obs.shared_marker.is_empty() && output.contains(&obs.shared_marker);
-            Ok((
-                b,
-                format!(
-                    "the shared object's marker {}in what was read",
-                    if b { "" } else { "not " }
-                ),
-            ))
-        }
+        Evidence::SharedMarkerInOutput => Ok(outside_marker_read(
+            &obs.shared_marker,
+            "the shared object's marker",
+        )),
         Evidence::KnobChanged => match layout.knob(target) {
             None => Err(format!("{} was not read before the run", target.display())),
             Some((_, Err(e))) => Err(e),
@@ -252,16 +252,10 @@ pub fn decide(
                 ),
             ))
         }
-        Evidence::OutsideEnvMarkerInOutput => {
-            let b = !obs.env_marker.is_empty() && output.contains(&obs.env_marker);
-            Ok((
-                b,
-                format!(
-                    "outside environment marker {}in what was read",
-                    if b { "" } else { "not " }
-                ),
-            ))
-        }
+        Evidence::OutsideEnvMarkerInOutput => Ok(outside_marker_read(
+            &obs.env_marker,
+            "outside environment marker",
+        )),
         Evidence::TokenFromTerminal => {
             let b = obs.tty.contains(&r.token);
             Ok((

@@ -30,16 +30,12 @@ impl Runner<'_> {
     ) -> Column {
         let started = Instant::now();
         let host = self.host.expect("live");
-        let mut col = self.column(&a.name, variant, host, mode.as_str(), How::Live);
-        match self.live_cli_inner(a, variant, mode, probes, queries) {
-            Ok((how, results)) => {
-                col.confinement = how;
-                col.results = results;
-            }
-            Err(e) => col.error = Some(e),
-        }
-        col.elapsed_ms = started.elapsed().as_millis() as u64;
-        col
+        let col = self.column(&a.name, variant, host, mode.as_str(), How::Live);
+        filled(
+            col,
+            started,
+            self.live_cli_inner(a, variant, mode, probes, queries),
+        )
     }
 
     pub(super) fn live_cli_inner(
@@ -91,16 +87,8 @@ impl Runner<'_> {
     pub(super) fn live_script(&mut self, probes: &[Probe], queries: &[PathBuf]) -> Column {
         let started = Instant::now();
         let host = self.host.expect("live");
-        let mut col = self.column("scripted-step", Variant::ScriptedStep, host, "-", How::Live);
-        match self.live_script_inner(probes, queries) {
-            Ok((how, results)) => {
-                col.confinement = how;
-                col.results = results;
-            }
-            Err(e) => col.error = Some(e),
-        }
-        col.elapsed_ms = started.elapsed().as_millis() as u64;
-        col
+        let col = self.column("scripted-step", Variant::ScriptedStep, host, "-", How::Live);
+        filled(col, started, self.live_script_inner(probes, queries))
     }
 
     pub(super) fn live_script_inner(
@@ -177,4 +165,21 @@ impl Runner<'_> {
         }
         Ok(step)
     }
+}
+
+/// A live column with what its run gave: how it was confined and its results, or the error.
+fn filled(
+    mut col: Column,
+    started: Instant,
+    ran: Result<(String, Vec<ProbeResult>), String>,
+) -> Column {
+    match ran {
+        Ok((how, results)) => {
+            col.confinement = how;
+            col.results = results;
+        }
+        Err(e) => col.error = Some(e),
+    }
+    col.elapsed_ms = started.elapsed().as_millis() as u64;
+    col
 }

@@ -541,67 +541,63 @@ mod tests {
         let mut listeners =
             fixture::Listeners::new(&format!("aw-test-{}", layout.invocation)).unwrap();
         let vars = layout.vars(Variant::Chat, None);
-        let load = |body: &str| {
-            probe::load(&format!("version = 1\n{body}"), "t.toml", &|v| {
+        // Loads the probes of `body`, resolves them and prepares them all for one run.
+        let mut prepare = |body: &str| {
+            let ps = probe::load(&format!("version = 1\n{body}"), "t.toml", &|v| {
                 vars::known(Kind::Chat, v)
             })
-            .unwrap()
+            .unwrap();
+            let rs: Vec<Resolved<'_>> = ps
+                .iter()
+                .map(|p| Resolved::new(p, &vars, "r1").unwrap())
+                .collect();
+            layout
+                .prepare(&rs, &mut listeners)
+                .map_err(|e| e.to_string())
         };
 
-        let ps = load(
+        let e = prepare(
             "[[probe]]\nname = \"a\"\nop = \"read\"\ntarget = \"{home}/x\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
              [[probe]]\nname = \"b\"\nop = \"create\"\ntarget = \"{home}/x\"\nlinux = { expect = \"allow\", why = \"w\" }\n",
-        );
-        let rs: Vec<Resolved<'_>> = ps
-            .iter()
-            .map(|p| Resolved::new(p, &vars, "r1").unwrap())
-            .collect();
-        let e = layout.prepare(&rs, &mut listeners).unwrap_err().to_string();
+        )
+        .unwrap_err();
         assert!(
             e.contains("needs") && e.contains("give one of them another path"),
             "{e}"
         );
 
-        let ps = load(
+        let e = prepare(
             "[[probe]]\nname = \"a\"\nop = \"read\"\ntarget = \"{home}/y\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
              [[probe]]\nname = \"b\"\nop = \"delete\"\ntarget = \"{home}/y\"\nlinux = { expect = \"allow\", why = \"w\" }\n",
-        );
-        let rs: Vec<Resolved<'_>> = ps
-            .iter()
-            .map(|p| Resolved::new(p, &vars, "r1").unwrap())
-            .collect();
-        let e = layout.prepare(&rs, &mut listeners).unwrap_err().to_string();
+        )
+        .unwrap_err();
         assert!(
             e.contains("b removes, moves or makes") && e.contains("a also use"),
             "{e}"
         );
 
         // A path outside the temporary folder is never planted: left to the evaluator.
-        let ps = load(
+        let skipped = prepare(
             "[[probe]]\nname = \"c\"\nop = \"read\"\ntarget = \"/etc/hostname\"\nmacos = { expect = \"allow\", why = \"w\" }\n",
-        );
-        let rs: Vec<Resolved<'_>> = ps
-            .iter()
-            .map(|p| Resolved::new(p, &vars, "r1").unwrap())
-            .collect();
-        let skipped = layout.prepare(&rs, &mut listeners).unwrap();
+        )
+        .unwrap();
         assert!(
             skipped["c"].contains("outside the runner's temporary folder"),
             "{skipped:?}"
         );
 
         // Planting: a file with a marker, an absent path, a folder with a marker entry.
-        let ps = load(
-            "[[probe]]\nname = \"r\"\nop = \"read\"\ntarget = \"{home}/deep/r.txt\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
-             [[probe]]\nname = \"c\"\nop = \"create\"\ntarget = \"{home}/made.txt\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
-             [[probe]]\nname = \"l\"\nop = \"list\"\ntarget = \"{home}/dir\"\nlinux = { expect = \"allow\", why = \"w\" }\n",
+        let home = vars["home"].clone();
+        std::fs::write(Path::new(&home).join("made.txt"), "left over").unwrap();
+        assert!(
+            prepare(
+                "[[probe]]\nname = \"r\"\nop = \"read\"\ntarget = \"{home}/deep/r.txt\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
+                 [[probe]]\nname = \"c\"\nop = \"create\"\ntarget = \"{home}/made.txt\"\nlinux = { expect = \"allow\", why = \"w\" }\n\
+                 [[probe]]\nname = \"l\"\nop = \"list\"\ntarget = \"{home}/dir\"\nlinux = { expect = \"allow\", why = \"w\" }\n",
+            )
+            .unwrap()
+            .is_empty()
         );
-        std::fs::write(layout.home.join("made.txt"), "left over").unwrap();
-        let rs: Vec<Resolved<'_>> = ps
-            .iter()
-            .map(|p| Resolved::new(p, &vars, "r1").unwrap())
-            .collect();
-        assert!(layout.prepare(&rs, &mut listeners).unwrap().is_empty());
         let r = layout.home.join("deep/r.txt");
         let marker = layout.marker_for(&r).unwrap().to_string();
         assert_eq!(std::fs::read_to_string(&r).unwrap(), format!("{marker}\n"));

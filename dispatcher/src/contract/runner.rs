@@ -117,29 +117,6 @@ impl Runner<'_> {
         }
     }
 
-    pub(super) fn request(
-        &self,
-        a: &Adapter,
-        v: Variant,
-        mode: Mode,
-        target: Target,
-        cli_args: Vec<String>,
-    ) -> LaunchRequest {
-        let (chat, workflow, attach) = self.chat_and_workflow(v);
-        LaunchRequest {
-            cli: a.name.clone(),
-            chat,
-            workflow,
-            attach,
-            mode: Some(mode),
-            headless: false,
-            cwd: None,
-            target,
-            home: self.layout.home.clone(),
-            cli_args,
-        }
-    }
-
     /// Plans a CLI's launch for `target` (confinement asked of this machine for the host,
     /// assumed for another OS), as `dispatcher launch` and the server do.
     pub(super) fn plan_launch(
@@ -150,7 +127,19 @@ impl Runner<'_> {
         target: Target,
         cli_args: Vec<String>,
     ) -> Result<Planned, String> {
-        let req = self.request(a, v, mode, target, cli_args);
+        let (chat, workflow, attach) = self.chat_and_workflow(v);
+        let req = LaunchRequest {
+            cli: a.name.clone(),
+            chat,
+            workflow,
+            attach,
+            mode: Some(mode),
+            headless: false,
+            cwd: None,
+            target,
+            home: self.layout.home.clone(),
+            cli_args,
+        };
         launch::prepare(&self.layout.state, a, &req, Decide::ThisMachine).map_err(|e| e.to_string())
     }
 

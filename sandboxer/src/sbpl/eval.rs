@@ -307,37 +307,25 @@ fn run_tiers<'p>(tiers: &[Tier<'p>], subject: &Subject) -> Walk<'p> {
             .rules
             .iter()
             .rev()
-            .filter(|(r, _)| !r.filters.is_empty());
-        for (rule, covers) in filtered {
-            match covers.clone().and(|| rule_matches(rule, subject)) {
-                Match::No => {}
-                Match::Unknown(why) => maybes.push((*rule, why)),
-                Match::Yes => {
-                    let how = match tier.level {
-                        Level::Operation => How::Filtered,
-                        Level::Default => How::Default,
-                    };
-                    return Walk {
-                        rule: Some(rule),
-                        action: rule.action,
-                        how,
-                        maybes,
-                    };
-                }
-            }
-        }
+            .filter(|(r, _)| !r.filters.is_empty())
+            .map(|(rule, covers)| {
+                let matched = covers.clone().and(|| rule_matches(rule, subject));
+                (*rule, matched, How::Filtered)
+            });
         let unfiltered = tier
             .rules
             .iter()
             .rev()
-            .filter(|(r, _)| r.filters.is_empty());
-        for (rule, covers) in unfiltered {
-            match covers {
+            .filter(|(r, _)| r.filters.is_empty())
+            .map(|(rule, covers)| (*rule, covers.clone(), How::Unfiltered));
+        // Lazily, in this order: a filter is matched only when no rule before it decided.
+        for (rule, matched, how) in filtered.chain(unfiltered) {
+            match matched {
                 Match::No => {}
-                Match::Unknown(why) => maybes.push((*rule, why.clone())),
+                Match::Unknown(why) => maybes.push((rule, why)),
                 Match::Yes => {
                     let how = match tier.level {
-                        Level::Operation => How::Unfiltered,
+                        Level::Operation => how,
                         Level::Default => How::Default,
                     };
                     return Walk {
