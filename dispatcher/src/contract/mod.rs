@@ -278,7 +278,7 @@ fn run_with(opts: &Options, sets: &Sets) -> Result<Report, ContractError> {
     } else {
         opts.clis
             .iter()
-            .map(|n| adapter::find(&all, n).map_err(ContractError::Load))
+            .map(|n| adapter::find(&all, n).map_err(|e| ContractError::Load(e.to_string())))
             .collect::<Result<_, _>>()?
     };
     for a in &adapters {
