@@ -19,7 +19,6 @@
 
 mod api;
 pub mod auth;
-pub mod cli;
 pub mod client;
 mod error;
 mod http;
@@ -46,6 +45,7 @@ pub use crate::test_hooks::{BREAK_POLICY_ENV, CRASH_AT_ENV};
 pub use api::MAX_EVENTS_PER_PAGE;
 pub use error::{ServeError, ServerFileError};
 pub use http::{MAX_BODY_BYTES, MAX_HEADER_BYTES, REQUEST_TIMEOUT};
+pub use proc::Ident;
 pub use supervisor::{DEFAULT_GRACE, LaunchBody, MAX_GRACE};
 
 /// `<state-root>/server.json`'s name.
