@@ -721,15 +721,23 @@ fn io_error(path: &Path, e: std::io::Error) -> AdapterError {
     }
 }
 
+/// A CLI no adapter is for, and the ones that exist.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown CLI {name:?}; known: {}", .known.join(", "))]
+pub struct UnknownCli {
+    pub name: String,
+    pub known: Vec<String>,
+}
+
 /// Finds an adapter by name, or says which exist.
-pub fn find(adapters: &[Adapter], name: &str) -> Result<Adapter, String> {
+pub fn find(adapters: &[Adapter], name: &str) -> Result<Adapter, UnknownCli> {
     adapters
         .iter()
         .find(|a| a.name == name)
         .cloned()
-        .ok_or_else(|| {
-            let names: Vec<_> = adapters.iter().map(|a| a.name.as_str()).collect();
-            format!("unknown CLI {name:?}; known: {}", names.join(", "))
+        .ok_or_else(|| UnknownCli {
+            name: name.to_string(),
+            known: adapters.iter().map(|a| a.name.clone()).collect(),
         })
 }
 

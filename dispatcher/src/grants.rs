@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use sandboxer::Access;
 use serde::Serialize;
 
-use crate::ids::WorkflowId;
+use crate::ids::{IdError, WorkflowId};
 use crate::state::StateRoot;
 
 /// The launch's own folder inside the runtime, granted read-only (see `launch::LAUNCH_DIR`).
@@ -22,20 +22,30 @@ pub struct Attach {
     pub access: sandboxer::Access,
 }
 
+/// Why an `--attach` value names no attachment.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("--attach {given:?}: unknown access {access:?}; use W, W:ro or W:rw")]
+    UnknownAccess { given: String, access: String },
+    #[error(transparent)]
+    Workflow(#[from] IdError),
+}
+
 impl std::str::FromStr for Attach {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Attach, String> {
+    type Err = AttachError;
+    fn from_str(s: &str) -> Result<Attach, AttachError> {
         let (id, access) = match s.rsplit_once(':') {
             Some((id, "rw")) => (id, sandboxer::Access::Rw),
             Some((id, "ro")) => (id, sandboxer::Access::Ro),
             Some((_, other)) => {
-                return Err(format!(
-                    "--attach {s:?}: unknown access {other:?}; use W, W:ro or W:rw"
-                ));
+                return Err(AttachError::UnknownAccess {
+                    given: s.to_string(),
+                    access: other.to_string(),
+                });
             }
             None => (s, sandboxer::Access::Ro),
         };
-        let workflow = WorkflowId::new(id).map_err(|e| e.to_string())?;
+        let workflow = WorkflowId::new(id)?;
         Ok(Attach { workflow, access })
     }
 }

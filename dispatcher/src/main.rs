@@ -21,6 +21,8 @@ use dispatcher::server::tmux;
 use dispatcher::state::{ChatSettings, StateRoot};
 use sandboxer::Target;
 
+mod server_commands;
+
 const AFTER_HELP: &str = "\
 The state root is --state-root DIR, else $AGENTWORKS_STATE_ROOT, else the platform default
 ($XDG_DATA_HOME/agentworks on Linux, ~/Library/Application Support/AgentWorks on macOS).
@@ -85,13 +87,13 @@ enum Command {
     },
     /// Run the dispatcher server on 127.0.0.1: launches chats (structured or tmux), serves
     /// their bridges, records their events; API authenticated with config.json's server token.
-    Serve(dispatcher::server::cli::ServeArgs),
+    Serve(server_commands::ServeArgs),
     /// Stop the server listening on --port: asked to shut down with this state root's token
     /// (never killed by name).
-    Stop(dispatcher::server::cli::StopArgs),
+    Stop(server_commands::StopArgs),
     /// Talk to the running server of this state root: list, launch, stop chats, read events.
     #[command(subcommand)]
-    Chats(dispatcher::server::cli::ChatsCmd),
+    Chats(server_commands::ChatsCmd),
     /// The sandbox contract: run the probes of queries/*.toml inside every CLI's real launch
     /// in a fresh temporary state root (Linux: live; macOS: evaluated against the exact
     /// profile), check each CLI starts confined with its own sandbox off. Exit 1 on any
@@ -318,18 +320,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Launch(args) => launch_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
         Command::Profile(args) => profile_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
         Command::Clis { json } => clis_cmd(cli.profiles_dir.as_deref(), json),
-        Command::Serve(args) => dispatcher::server::cli::serve(
-            open_state(cli.state_root.as_ref())?,
-            cli.profiles_dir,
+        Command::Serve(args) => {
+            server_commands::serve(open_state(cli.state_root.as_ref())?, cli.profiles_dir, args)
+        }
+        Command::Stop(args) => server_commands::stop(&open_state(cli.state_root.as_ref())?, args),
+        Command::Chats(cmd) => server_commands::chats(&open_state(cli.state_root.as_ref())?, cmd),
+        Command::Contract(args) => Ok(dispatcher::contract::main(
             args,
-        ),
-        Command::Stop(args) => {
-            dispatcher::server::cli::stop(&open_state(cli.state_root.as_ref())?, args)
-        }
-        Command::Chats(cmd) => {
-            dispatcher::server::cli::chats(&open_state(cli.state_root.as_ref())?, cmd)
-        }
-        Command::Contract(args) => dispatcher::contract::main(args, cli.profiles_dir.as_deref()),
+            cli.profiles_dir.as_deref(),
+        )?),
         Command::Test(dispatcher::contract::served::TestCmd::CliSandboxContract(args)) => {
             test_contract_cmd(cli.state_root, cli.profiles_dir, args)
         }

@@ -3,14 +3,20 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+/// Why the person's home is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum HomeError {
+    #[error("HOME is not set")]
+    Unset,
+    #[error("HOME={} is not an absolute path", .0.display())]
+    Relative(PathBuf),
+}
 
 /// The person's home, from `$HOME`.
-pub fn home() -> Result<PathBuf> {
-    let home = std::env::var_os("HOME").context("HOME is not set")?;
-    let home = PathBuf::from(home);
+pub fn home() -> Result<PathBuf, HomeError> {
+    let home = PathBuf::from(std::env::var_os("HOME").ok_or(HomeError::Unset)?);
     if !home.is_absolute() {
-        bail!("HOME={} is not an absolute path", home.display());
+        return Err(HomeError::Relative(home));
     }
     Ok(home)
 }

@@ -180,16 +180,16 @@ pub fn write_files(state: &StateRoot, step: &StepLaunch) -> Result<(), LaunchErr
 }
 
 /// Runs the step in the foreground; its exit code (128+N for signal N).
-pub fn run_foreground(step: &StepLaunch) -> anyhow::Result<u8> {
-    use anyhow::Context;
+pub fn run_foreground(step: &StepLaunch) -> Result<u8, LaunchError> {
     let mut cmd = std::process::Command::new(&step.argv[0]);
     cmd.args(&step.argv[1..]).current_dir(&step.cwd);
     for k in &step.env_removed {
         cmd.env_remove(k);
     }
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot start {}", step.argv[0]))?;
+    let status = cmd.status().map_err(|e| LaunchError::Io {
+        what: format!("cannot start {}", step.argv[0]),
+        why: e.to_string(),
+    })?;
     Ok(launch::of_status(status))
 }
 

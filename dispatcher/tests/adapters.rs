@@ -228,7 +228,7 @@ fn dry_run_snapshots_of_every_adapter_target_and_mode() {
 #[test]
 fn an_unknown_cli_names_the_known_ones() {
     let all = adapters();
-    let err = adapter::find(&all, "copilot").unwrap_err();
+    let err = adapter::find(&all, "copilot").unwrap_err().to_string();
     assert!(err.contains("\"copilot\""), "{err}");
     for (name, _) in EMBEDDED {
         assert!(err.contains(name), "{name} missing from: {err}");

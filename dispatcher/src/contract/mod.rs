@@ -69,6 +69,9 @@ pub const QUERY_FILES: [(&str, &str); 3] = [
 pub enum ContractError {
     #[error(transparent)]
     Query(#[from] sandboxer::probe::QueryError),
+    /// The command line asks for something this build cannot do.
+    #[error("{0}")]
+    Usage(String),
     #[error("{0}")]
     Load(String),
     #[error("{0}")]
@@ -199,12 +202,12 @@ fn load_sets(opts: &Options) -> Result<Sets, ContractError> {
 }
 
 /// `dispatcher contract` itself.
-pub fn main(args: ContractArgs, profiles_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
-    use anyhow::Context;
+pub fn main(args: ContractArgs, profiles_dir: Option<&Path>) -> Result<ExitCode, ContractError> {
     if let Some(dir) = &args.outside_process {
         fixture::outside_process(dir);
     }
-    let mutation = Mutation::from_flag(args.break_policy.as_deref()).map_err(anyhow::Error::msg)?;
+    let mutation =
+        Mutation::from_flag(args.break_policy.as_deref()).map_err(ContractError::Usage)?;
     let clis = if args.cli.is_empty() || args.cli.iter().any(|c| c == "all") {
         Vec::new()
     } else {
@@ -219,7 +222,9 @@ pub fn main(args: ContractArgs, profiles_dir: Option<&Path>) -> anyhow::Result<E
         profiles_dir: profiles_dir.map(Path::to_path_buf),
         queries_dir: args.queries_dir.clone(),
         tmp_dir: args.tmp_dir.clone(),
-        dispatcher: std::env::current_exe().context("cannot find the dispatcher's own binary")?,
+        dispatcher: std::env::current_exe().map_err(|e| {
+            ContractError::Io(format!("cannot find the dispatcher's own binary: {e}"))
+        })?,
         mutation,
         harness: args.harness.clone(),
     };
@@ -231,7 +236,9 @@ pub fn main(args: ContractArgs, profiles_dir: Option<&Path>) -> anyhow::Result<E
     let sets = load_sets(&opts)?;
     let report = run_with(&opts, &sets)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let json =
+            serde_json::to_string_pretty(&report).map_err(|e| ContractError::Io(e.to_string()))?;
+        println!("{json}");
     } else if args.markdown {
         print!("{}", report.markdown(&map_rows(&sets, &opts)));
     } else {
@@ -278,7 +285,7 @@ fn run_with(opts: &Options, sets: &Sets) -> Result<Report, ContractError> {
     } else {
         opts.clis
             .iter()
-            .map(|n| adapter::find(&all, n).map_err(ContractError::Load))
+            .map(|n| adapter::find(&all, n).map_err(|e| ContractError::Load(e.to_string())))
             .collect::<Result<_, _>>()?
     };
     for a in &adapters {

@@ -10,11 +10,68 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use std::path::PathBuf;
+
 use serde_json::Value;
 
-use super::{ServerFile, auth};
+use super::{ServerFile, ServerFileError, auth};
 use crate::state::StateRoot;
+
+/// Why a call to the server did not get an answer from it, or got a refusal.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    ServerFile(#[from] ServerFileError),
+    /// `server.json` names a server that cannot be called.
+    #[error(
+        "server.json names pid {pid} on port {port}; is it still running? (`dispatcher serve` starts one): {cause}"
+    )]
+    Stale {
+        pid: u32,
+        port: u16,
+        cause: Box<ClientError>,
+    },
+    #[error("port 0 is not a server's port")]
+    PortZero,
+    #[error("cannot read /proc/net/tcp: {0}")]
+    ListenersUnreadable(std::io::Error),
+    #[error("nothing listens on 127.0.0.1:{0}")]
+    NothingListens(u16),
+    #[error(
+        "the socket listening on 127.0.0.1:{port} belongs to uid {owner}, not to you (uid {me}); not sending the server token there"
+    )]
+    OtherUser { port: u16, owner: u32, me: u32 },
+    #[error("cannot read /dev/urandom: {0}")]
+    Nonce(std::io::Error),
+    /// The listener did not prove that it holds this state root's token.
+    #[error(
+        "the listener on 127.0.0.1:{port} is not the server of the state root {}: it did not \
+         prove that it holds this state root's token ({why}); nothing that authenticates \
+         was sent to it. server.json may be stale, or another program took the port; \
+         start this state root's server with `dispatcher serve`",
+        .root.display()
+    )]
+    NotOurServer {
+        port: u16,
+        root: PathBuf,
+        why: String,
+    },
+    #[error("cannot reach the server on 127.0.0.1:{port}: {http}")]
+    Unreachable { port: u16, http: Box<ureq::Error> },
+    #[error("unsupported call {method} {path}")]
+    Unsupported { method: String, path: String },
+    #[error("the server on port {port} answered {status} without JSON: {json}")]
+    NotJson {
+        port: u16,
+        status: u16,
+        json: serde_json::Error,
+    },
+    /// The server answered with an error.
+    #[error("the server answered {status}: {message}")]
+    Answered { status: u16, message: String },
+}
+
+type Result<T> = std::result::Result<T, ClientError>;
 
 /// A call waits at most this long (a launch queued behind others included).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -23,7 +80,7 @@ pub struct Client {
     port: u16,
     token: String,
     /// The state root, for messages.
-    root: std::path::PathBuf,
+    root: PathBuf,
     agent: ureq::Agent,
 }
 
@@ -44,7 +101,10 @@ impl Reply {
             .as_str()
             .map(str::to_string)
             .unwrap_or_else(|| self.body.to_string());
-        bail!("the server answered {}: {msg}", self.status)
+        Err(ClientError::Answered {
+            status: self.status,
+            message: msg,
+        })
     }
 }
 
@@ -52,11 +112,10 @@ impl Client {
     /// The server of this state root, as `server.json` names it.
     pub fn for_state_root(state: &StateRoot) -> Result<Client> {
         let info = ServerFile::read(state)?;
-        Client::for_port(state, info.port).with_context(|| {
-            format!(
-                "server.json names pid {} on port {}; is it still running? (`dispatcher serve` starts one)",
-                info.pid, info.port
-            )
+        Client::for_port(state, info.port).map_err(|cause| ClientError::Stale {
+            pid: info.pid,
+            port: info.port,
+            cause: Box::new(cause),
         })
     }
 
@@ -64,7 +123,7 @@ impl Client {
     /// that it holds this state root's token.
     pub fn for_port(state: &StateRoot, port: u16) -> Result<Client> {
         if port == 0 {
-            bail!("port 0 is not a server's port");
+            return Err(ClientError::PortZero);
         }
         check_listener_owner(port)?;
         let config = ureq::Agent::config_builder()
@@ -88,7 +147,7 @@ impl Client {
     /// One call: `body` is sent as JSON when given. The listener must first prove that it is
     /// this state root's server; the request then carries a proof bound to it.
     pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply> {
-        let body = body.map(serde_json::to_vec).transpose()?;
+        let body = body.map(|b| b.to_string().into_bytes());
         let (client_nonce, server_nonce) = self.handshake()?;
         let authorization = auth::authorization(
             &self.token,
@@ -106,21 +165,18 @@ impl Client {
 
     /// Step 1: a fresh client nonce; the listener must answer with the proof for it.
     fn handshake(&self) -> Result<(String, String)> {
-        let client_nonce = auth::new_nonce().context("cannot read /dev/urandom")?;
-        let hello = serde_json::to_vec(&serde_json::json!({ "client_nonce": client_nonce }))?;
-        let not_ours = |what: String| {
-            anyhow::anyhow!(
-                "the listener on 127.0.0.1:{} is not the server of the state root {}: it did not \
-                 prove that it holds this state root's token ({what}); nothing that authenticates \
-                 was sent to it. server.json may be stale, or another program took the port; \
-                 start this state root's server with `dispatcher serve`",
-                self.port,
-                self.root.display()
-            )
+        let client_nonce = auth::new_nonce().map_err(ClientError::Nonce)?;
+        let hello = serde_json::json!({ "client_nonce": client_nonce })
+            .to_string()
+            .into_bytes();
+        let not_ours = |why: String| ClientError::NotOurServer {
+            port: self.port,
+            root: self.root.clone(),
+            why,
         };
         let reply = self
             .send("POST", auth::HELLO_PATH, Some(&hello), None)
-            .map_err(|e| not_ours(format!("{e:#}")))?;
+            .map_err(|e| not_ours(e.to_string()))?;
         if reply.status != 200 {
             return Err(not_ours(format!("it answered {}", reply.status)));
         }
@@ -146,8 +202,9 @@ impl Client {
         authorization: Option<&str>,
     ) -> Result<Reply> {
         let url = format!("http://127.0.0.1:{}{path}", self.port);
-        let unreachable = |e: ureq::Error| {
-            anyhow::anyhow!("cannot reach the server on 127.0.0.1:{}: {e}", self.port)
+        let unreachable = |e: ureq::Error| ClientError::Unreachable {
+            port: self.port,
+            http: Box::new(e),
         };
         let mut resp = match (method, body) {
             ("GET", None) => {
@@ -173,7 +230,12 @@ impl Client {
                     .send(b)
                     .map_err(unreachable)?
             }
-            _ => bail!("unsupported call {method} {path}"),
+            _ => {
+                return Err(ClientError::Unsupported {
+                    method: method.to_string(),
+                    path: path.to_string(),
+                });
+            }
         };
         let status = resp.status().as_u16();
         let text = resp
@@ -182,11 +244,10 @@ impl Client {
             .limit(64 << 20)
             .read_to_string()
             .map_err(unreachable)?;
-        let body = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "the server on port {} answered {status} without JSON",
-                self.port
-            )
+        let body = serde_json::from_str(&text).map_err(|json| ClientError::NotJson {
+            port: self.port,
+            status,
+            json,
         })?;
         Ok(Reply { status, body })
     }
@@ -215,7 +276,8 @@ impl Client {
 /// Linux: the socket listening on 127.0.0.1:`port` must be this user's (`/proc/net/tcp`).
 #[cfg(target_os = "linux")]
 fn check_listener_owner(port: u16) -> Result<()> {
-    let text = std::fs::read_to_string("/proc/net/tcp").context("cannot read /proc/net/tcp")?;
+    let text =
+        std::fs::read_to_string("/proc/net/tcp").map_err(ClientError::ListenersUnreadable)?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     let mut owners = Vec::new();
@@ -241,12 +303,13 @@ fn check_listener_owner(port: u16) -> Result<()> {
         }
     }
     match owners.as_slice() {
-        [] => bail!("nothing listens on 127.0.0.1:{port}"),
+        [] => Err(ClientError::NothingListens(port)),
         o if o.iter().all(|&u| u == me) => Ok(()),
-        o => bail!(
-            "the socket listening on 127.0.0.1:{port} belongs to uid {}, not to you (uid {me}); not sending the server token there",
-            o.iter().find(|&&u| u != me).copied().unwrap_or_default()
-        ),
+        o => Err(ClientError::OtherUser {
+            port,
+            owner: o.iter().find(|&&u| u != me).copied().unwrap_or_default(),
+            me,
+        }),
     }
 }
 

@@ -104,6 +104,27 @@ pub struct Record {
     pub ended: Option<Ending>,
 }
 
+/// A journal file that is not a readable record of its chat.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {why}", .path.display())]
+pub struct RecordError {
+    pub path: PathBuf,
+    pub why: BadRecord,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BadRecord {
+    #[error("{0}")]
+    Unreadable(std::io::Error),
+    #[error("{0}")]
+    NotJson(serde_json::Error),
+    #[error("unsupported record version {0}")]
+    Version(u32),
+    /// The file's name is another chat's.
+    #[error("the record is for chat {0}")]
+    OtherChat(ChatId),
+}
+
 impl Record {
     pub fn path(state: &StateRoot, chat: &ChatId) -> PathBuf {
         records_dir(state).join(format!("{chat}.json"))
@@ -124,24 +145,19 @@ impl Record {
         write_atomic(&Record::path(state, &self.chat), text.as_bytes(), 0o600)
     }
 
-    pub fn load(path: &Path) -> Result<Record, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let r: Record =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Record, RecordError> {
+        let bad = |why| RecordError {
+            path: path.to_path_buf(),
+            why,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(BadRecord::Unreadable(e)))?;
+        let r: Record = serde_json::from_str(&text).map_err(|e| bad(BadRecord::NotJson(e)))?;
         if r.version != RECORD_VERSION {
-            return Err(format!(
-                "{}: unsupported record version {}",
-                path.display(),
-                r.version
-            ));
+            return Err(bad(BadRecord::Version(r.version)));
         }
         let expected = format!("{}.json", r.chat);
         if path.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {
-            return Err(format!(
-                "{}: the record is for chat {}",
-                path.display(),
-                r.chat
-            ));
+            return Err(bad(BadRecord::OtherChat(r.chat)));
         }
         Ok(r)
     }
@@ -169,7 +185,7 @@ impl Record {
             }
             match Record::load(&entry.path()) {
                 Ok(r) => records.push(r),
-                Err(e) => bad.push(e),
+                Err(e) => bad.push(e.to_string()),
             }
         }
         records.sort_by(|a, b| a.chat.cmp(&b.chat));

@@ -19,8 +19,8 @@
 
 mod api;
 pub mod auth;
-pub mod cli;
 pub mod client;
+mod error;
 mod http;
 pub mod journal;
 pub(crate) mod proc;
@@ -37,14 +37,15 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::state::{StateRoot, write_atomic};
 
 pub use crate::test_hooks::{BREAK_POLICY_ENV, CRASH_AT_ENV};
 pub use api::MAX_EVENTS_PER_PAGE;
+pub use error::{ServeError, ServerFileError};
 pub use http::{MAX_BODY_BYTES, MAX_HEADER_BYTES, REQUEST_TIMEOUT};
+pub use proc::Ident;
 pub use supervisor::{DEFAULT_GRACE, LaunchBody, MAX_GRACE};
 
 /// `<state-root>/server.json`'s name.
@@ -69,15 +70,14 @@ pub fn server_file(state: &StateRoot) -> PathBuf {
 }
 
 impl ServerFile {
-    pub fn read(state: &StateRoot) -> Result<ServerFile> {
+    pub fn read(state: &StateRoot) -> Result<ServerFile, ServerFileError> {
         let path = server_file(state);
-        let text = std::fs::read_to_string(&path).with_context(|| {
-            format!(
-                "no server for this state root ({} cannot be read; start one with `dispatcher serve`)",
-                path.display()
-            )
-        })?;
-        serde_json::from_str(&text).with_context(|| format!("{} is not valid", path.display()))
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                serde_json::from_str(&text).map_err(|json| ServerFileError::Invalid { path, json })
+            }
+            Err(io) => Err(ServerFileError::Unreadable { path, io }),
+        }
     }
 }
 
@@ -100,26 +100,24 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 /// Runs the server until `POST /v1/shutdown`, SIGTERM or SIGINT. `ready` is called once the
 /// server takes requests, with what `server.json` says.
-pub fn run(opts: ServeOptions, ready: impl FnOnce(&ServerFile)) -> Result<()> {
+pub fn run(opts: ServeOptions, ready: impl FnOnce(&ServerFile)) -> Result<(), ServeError> {
     let hooks = crate::test_hooks::ServerHooks::from_env()?;
     let ip: Ipv4Addr = opts
         .bind
         .parse()
         .ok()
         .filter(|ip: &Ipv4Addr| *ip == Ipv4Addr::LOCALHOST)
-        .with_context(|| {
-            format!(
-                "--bind {:?}: the server listens on 127.0.0.1 only (its API launches programs)",
-                opts.bind
-            )
-        })?;
+        .ok_or_else(|| ServeError::Bind(opts.bind.clone()))?;
     let state = opts.state;
     let server_dir = journal::server_dir(&state);
-    std::fs::create_dir_all(&server_dir)
-        .with_context(|| format!("cannot create {}", server_dir.display()))?;
+    std::fs::create_dir_all(&server_dir).map_err(ServeError::io(format!(
+        "cannot create {}",
+        server_dir.display()
+    )))?;
     let _lock = lock_state_root(&state)?;
-    let listener = TcpListener::bind(SocketAddr::from((ip, opts.port)))
-        .with_context(|| format!("cannot listen on {ip}:{}", opts.port))?;
+    let listener = TcpListener::bind(SocketAddr::from((ip, opts.port))).map_err(ServeError::io(
+        format!("cannot listen on {ip}:{}", opts.port),
+    ))?;
     let port = listener.local_addr()?.port();
 
     let sup = Arc::new(supervisor::Supervisor::new(
@@ -139,7 +137,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(&ServerFile)) -> Result<()> {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0),
     };
-    let mut text = serde_json::to_string_pretty(&info)?;
+    let mut text = serde_json::to_string_pretty(&info).expect("server.json serializes");
     text.push('\n');
     write_atomic(&server_file(&state), text.as_bytes(), 0o600)?;
 
@@ -269,7 +267,7 @@ fn worker(api: &api::Api, rx: &Mutex<Receiver<TcpStream>>, shutdown: &Mutex<Opti
 
 /// Holds `state/server/lock` (flock) for the server's life: one server per state root. The
 /// kernel releases it when the process ends, however it ends.
-fn lock_state_root(state: &StateRoot) -> Result<File> {
+fn lock_state_root(state: &StateRoot) -> Result<File, ServeError> {
     let path = journal::server_dir(state).join("lock");
     let file = OpenOptions::new()
         .read(true)
@@ -278,16 +276,16 @@ fn lock_state_root(state: &StateRoot) -> Result<File> {
         .truncate(false)
         .mode(0o600)
         .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
+        .map_err(ServeError::io(format!("cannot open {}", path.display())))?;
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let other = ServerFile::read(state)
             .map(|f| format!(" (pid {}, port {})", f.pid, f.port))
             .unwrap_or_default();
-        bail!(
-            "another dispatcher server already serves {}{other}; stop it with `dispatcher stop --port N`",
-            state.path().display()
-        );
+        return Err(ServeError::AlreadyServed {
+            root: state.path().to_path_buf(),
+            other,
+        });
     }
     Ok(file)
 }

@@ -9,14 +9,56 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail};
-
 use serde::Serialize;
 
 use crate::launch::{self, Launch};
 use crate::state::StateRoot;
 
 const TAG: &str = "@agentworks_launch";
+
+/// Why a tmux command did not do its work.
+#[derive(Debug, thiserror::Error)]
+pub enum TmuxError {
+    /// The launch's own command could not be built (a binary is missing).
+    #[error("{0}")]
+    Launch(String),
+    #[error("cannot run tmux (is it installed?): {0}")]
+    Run(std::io::Error),
+    /// tmux ran and refused: its own message.
+    #[error("tmux {command} failed: {message}")]
+    Failed {
+        command: &'static str,
+        message: String,
+    },
+}
+
+type Result<T> = std::result::Result<T, TmuxError>;
+
+/// How a tmux command line that ran ended.
+enum Ran {
+    /// Its output.
+    Done(String),
+    /// tmux's message (its stderr, trimmed).
+    Refused(String),
+}
+
+fn run(mut cmd: Command) -> Result<Ran> {
+    let out = cmd.output().map_err(TmuxError::Run)?;
+    Ok(if out.status.success() {
+        Ran::Done(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Ran::Refused(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    })
+}
+
+/// tmux's message when no server runs on the socket (so there are no sessions).
+fn no_server(message: &str) -> bool {
+    message.contains("no server running") || message.contains("error connecting")
+}
+
+fn failed(command: &'static str, message: String) -> TmuxError {
+    TmuxError::Failed { command, message }
+}
 
 pub fn socket(state: &StateRoot) -> PathBuf {
     state.tmux_dir().join("default")
@@ -61,7 +103,8 @@ pub fn available() -> bool {
 /// command line ([`tmux_command_args`]). More tmux commands may be appended after a
 /// `;` argument; [`run_new_session`] runs it.
 pub fn new_session(socket: &Path, launch: &Launch) -> Result<Command> {
-    let base = launch::command(launch)?; // validates the binaries
+    // Validates the binaries.
+    let base = launch::command(launch).map_err(|e| TmuxError::Launch(format!("{e:#}")))?;
     let mut cmd = tmux(socket);
     cmd.args(["new-session", "-d", "-s", &session_name(&launch.chat), "-c"])
         .arg(&launch.cwd);
@@ -77,15 +120,11 @@ pub fn new_session(socket: &Path, launch: &Launch) -> Result<Command> {
 }
 
 /// Runs a [`new_session`] command line; a failure carries tmux's own message.
-pub fn run_new_session(mut cmd: Command) -> Result<()> {
-    let out = cmd.output().context("cannot run tmux (is it installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "tmux new-session failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+pub fn run_new_session(cmd: Command) -> Result<()> {
+    match run(cmd)? {
+        Ran::Done(_) => Ok(()),
+        Ran::Refused(err) => Err(failed("new-session", err)),
     }
-    Ok(())
 }
 
 /// A tmux session started for a launch.
@@ -169,8 +208,8 @@ pub fn list(socket: &Path) -> Result<HashMap<String, Pane>> {
     }
     // `-u`: without a UTF-8 locale (a server started with an empty environment) tmux prints
     // the tabs below as `_`, and no pane would parse.
-    let out = tmux(socket)
-        .args([
+    let mut cmd = tmux(socket);
+    cmd.args([
             "-u",
             "list-panes",
             "-a",
@@ -178,18 +217,14 @@ pub fn list(socket: &Path) -> Result<HashMap<String, Pane>> {
             &format!(
                 "#{{session_name}}\t#{{pane_pid}}\t#{{pane_dead}}\t#{{pane_dead_status}}\t#{{pane_dead_signal}}\t#{{{TAG}}}"
             ),
-        ])
-        .output()
-        .context("cannot run tmux (is it installed?)")?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("no server running") || err.contains("error connecting") {
-            return Ok(HashMap::new());
-        }
-        bail!("tmux list-panes failed: {}", err.trim());
-    }
+        ]);
+    let listed = match run(cmd)? {
+        Ran::Done(listed) => listed,
+        Ran::Refused(err) if no_server(&err) => return Ok(HashMap::new()),
+        Ran::Refused(err) => return Err(failed("list-panes", err)),
+    };
     let mut panes = HashMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in listed.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         let [name, pid, dead, status, signal, launch] = f.as_slice() else {
             continue;
@@ -226,20 +261,12 @@ pub fn nudge(socket: &Path) {
 
 /// Removes a session (its process gets SIGHUP if it still runs).
 pub fn kill_session(socket: &Path, name: &str) -> Result<()> {
-    let out = tmux(socket)
-        .args(["kill-session", "-t"])
-        .arg(format!("={name}"))
-        .output()
-        .context("cannot run tmux")?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("can't find session")
-            || err.contains("no server running")
-            || err.contains("error connecting")
-        {
-            return Ok(());
+    let mut cmd = tmux(socket);
+    cmd.args(["kill-session", "-t"]).arg(format!("={name}"));
+    match run(cmd)? {
+        Ran::Refused(err) if !(err.contains("can't find session") || no_server(&err)) => {
+            Err(failed("kill-session", err))
         }
-        bail!("tmux kill-session failed: {}", err.trim());
+        _ => Ok(()),
     }
-    Ok(())
 }

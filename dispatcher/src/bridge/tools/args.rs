@@ -41,14 +41,23 @@ pub(super) struct OpenUrl {
 }
 
 /// Reads a tool's arguments; the error is said to the caller as is.
-pub(super) fn parse<'de, T: Deserialize<'de>>(args: &'de Map<String, Value>) -> Result<T, String> {
-    T::deserialize(Arguments(args)).map_err(|ArgError(message)| message)
+pub(super) fn parse<'de, T: Deserialize<'de>>(
+    args: &'de Map<String, Value>,
+) -> Result<T, ArgError> {
+    T::deserialize(Arguments(args))
 }
 
 /// A bad argument, said in the bridge's words.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-struct ArgError(String);
+pub(super) struct ArgError(String);
+
+/// The message, as the bridge says it to the caller.
+impl From<ArgError> for String {
+    fn from(ArgError(message): ArgError) -> String {
+        message
+    }
+}
 
 impl de::Error for ArgError {
     fn custom<T: Display>(msg: T) -> Self {
@@ -139,7 +148,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn read(v: Value) -> Result<ReadFile, String> {
+    fn read(v: Value) -> Result<ReadFile, ArgError> {
         parse(v.as_object().unwrap())
     }
 
@@ -148,11 +157,11 @@ mod tests {
         let a = read(json!({"path": "/a", "offset": 3, "length": null})).unwrap();
         assert_eq!((a.path.as_str(), a.offset, a.length), ("/a", Some(3), None));
         assert_eq!(
-            read(json!({"path": "/a", "bogus": 1})).err().unwrap(),
+            read(json!({"path": "/a", "bogus": 1})).err().unwrap().0,
             "unknown argument \"bogus\"; this tool takes: path, offset, length"
         );
         assert_eq!(
-            read(json!({})).err().unwrap(),
+            read(json!({})).err().unwrap().0,
             "missing required argument \"path\""
         );
         for (bad, arg) in [
@@ -162,7 +171,7 @@ mod tests {
             (json!({"path": "/a", "length": 1.5}), "length"),
             (json!({"path": "/a", "offset": "3"}), "offset"),
         ] {
-            let e = read(bad.clone()).err().unwrap();
+            let e = read(bad.clone()).err().unwrap().0;
             assert!(e.starts_with(&format!("argument {arg:?}: ")), "{bad}: {e}");
         }
         let w: Result<WriteFile, _> = parse(
@@ -170,6 +179,6 @@ mod tests {
                 .as_object()
                 .unwrap(),
         );
-        assert!(w.err().unwrap().starts_with("argument \"create\": "));
+        assert!(w.err().unwrap().0.starts_with("argument \"create\": "));
     }
 }

@@ -36,7 +36,7 @@ pub use catalogue::{
 };
 pub use decide::case_folded;
 pub use opener::{OpenOutcome, Opener, exposed_handler_settings};
-pub use url::{check_url, prefix_allows};
+pub use url::{UrlRefused, check_url, prefix_allows};
 
 /// The result of one tool call, with what the log records.
 #[derive(Debug)]

@@ -20,7 +20,7 @@ impl Call {
         let args: args::OpenUrl = args::parse(args).map_err(fail)?;
         let url = args.url.as_str();
         self.set_target(url);
-        let normal = check_url(url).map_err(deny)?;
+        let normal = check_url(url).map_err(|e| deny(e.to_string()))?;
         let Some(prefix) = allow.iter().find(|p| prefix_allows(p, &normal)) else {
             return Err(deny(format!(
                 "{url} is not under an allowed prefix (open_url.allow in config.json: {})",
@@ -44,41 +44,62 @@ impl Call {
     }
 }
 
+/// Why a URL is not opened, whatever the allowed prefixes.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlRefused {
+    #[error("the URL is longer than {MAX_URL} bytes")]
+    TooLong,
+    #[error("{url:?} contains {c:?}; only printable ASCII without spaces or backslashes is opened")]
+    Character { url: String, c: char },
+    #[error("{0:?} is not a URL")]
+    NotAUrl(String),
+    #[error("{url:?}: only http and https URLs are opened (not {scheme}:)")]
+    Scheme { url: String, scheme: String },
+    #[error("{url:?}: expected {scheme}://host")]
+    NoAuthority { url: String, scheme: String },
+    #[error("{0:?}: URLs with user info ('@' before the host) are refused")]
+    UserInfo(String),
+    #[error("{0:?} has no host")]
+    NoHost(String),
+}
+
 /// Checks a URL and returns it with scheme and authority lowercased, for prefix matching.
 /// Only plain http(s) URLs pass: printable ASCII (no spaces, controls, backslashes or
 /// non-ASCII look-alikes), a host, no user info (`https://good.example@evil.example/`).
-pub fn check_url(url: &str) -> Result<String, String> {
+pub fn check_url(url: &str) -> Result<String, UrlRefused> {
     if url.len() > MAX_URL {
-        return Err(format!("the URL is longer than {MAX_URL} bytes"));
+        return Err(UrlRefused::TooLong);
     }
     if let Some(c) = url.chars().find(|c| !c.is_ascii_graphic() || *c == '\\') {
-        return Err(format!(
-            "{:?} contains {c:?}; only printable ASCII without spaces or backslashes is opened",
-            url
-        ));
+        return Err(UrlRefused::Character {
+            url: url.to_string(),
+            c,
+        });
     }
     let Some((scheme, rest)) = url.split_once(':') else {
-        return Err(format!("{url:?} is not a URL"));
+        return Err(UrlRefused::NotAUrl(url.to_string()));
     };
     let scheme = scheme.to_ascii_lowercase();
     if scheme != "http" && scheme != "https" {
-        return Err(format!(
-            "{url:?}: only http and https URLs are opened (not {scheme}:)"
-        ));
+        return Err(UrlRefused::Scheme {
+            url: url.to_string(),
+            scheme,
+        });
     }
     let Some(rest) = rest.strip_prefix("//") else {
-        return Err(format!("{url:?}: expected {scheme}://host"));
+        return Err(UrlRefused::NoAuthority {
+            url: url.to_string(),
+            scheme,
+        });
     };
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(end);
     if authority.contains('@') {
-        return Err(format!(
-            "{url:?}: URLs with user info ('@' before the host) are refused"
-        ));
+        return Err(UrlRefused::UserInfo(url.to_string()));
     }
     let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
     if host.is_empty() {
-        return Err(format!("{url:?} has no host"));
+        return Err(UrlRefused::NoHost(url.to_string()));
     }
     Ok(format!(
         "{scheme}://{}{tail}",

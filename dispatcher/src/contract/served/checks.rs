@@ -12,14 +12,14 @@ use serde_json::{Value, json};
 use super::Check;
 use super::api::launch_events;
 use crate::server::client::Client;
-use crate::server::journal::Record;
+use crate::server::journal::{Record, RecordError};
 use crate::server::tmux;
 use crate::state::StateRoot;
 
 /// The journal's policy (the bridge's copy), the file in the runtime and the argv's
 /// `--policy` must be one and the same, inside the chat's read-only launch folder.
 pub(super) fn policy_identical(
-    record: &Result<Record, String>,
+    record: &Result<Record, RecordError>,
     argv: &[String],
     runtime: &Path,
 ) -> Result<String, String> {

@@ -135,7 +135,7 @@ impl Supervisor {
         let attach = body
             .attach
             .iter()
-            .map(|a| a.parse::<Attach>().map_err(bad))
+            .map(|a| a.parse::<Attach>().map_err(|e| bad(e.to_string())))
             .collect::<Result<Vec<_>, _>>()?;
         let mode =
             match &body.mode {
@@ -169,7 +169,7 @@ impl Supervisor {
         let adapters = adapter::load_all(self.profiles_dir.as_deref())
             .map_err(|e| internal(format!("the adapters do not load: {e}")))?;
         let adapter = adapter::find(&adapters, &body.cli)
-            .map_err(|e| ApiError::new(404, "unknown_cli", e))?;
+            .map_err(|e| ApiError::new(404, "unknown_cli", e.to_string()))?;
         self.state.require_chat(&chat)?;
         self.state.require_workflow(&workflow)?;
         let target =

@@ -17,6 +17,29 @@ use crate::launch::{self, Launch};
 use crate::server::journal::{self, Ending, Record};
 use crate::server::proc::{self, Ident, IdentFile};
 
+/// Why a chat's process or its bridge could not be started.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SpawnError {
+    /// The launch lifecycle's own message (a binary missing, the bridge not served).
+    #[error("{0}")]
+    Launch(String),
+    /// A file or the process: what was tried, and the system's answer.
+    #[error("{what}: {io}")]
+    Io { what: String, io: std::io::Error },
+    #[error(transparent)]
+    System(#[from] std::io::Error),
+}
+
+impl SpawnError {
+    fn launch(e: impl std::fmt::Display) -> SpawnError {
+        SpawnError::Launch(format!("{e:#}"))
+    }
+
+    fn io(what: String) -> impl FnOnce(std::io::Error) -> SpawnError {
+        move |io| SpawnError::Io { what, io }
+    }
+}
+
 impl Supervisor {
     /// Serves the chat's bridge from the journal's copy of its policy (a launch's, or an
     /// adopted chat's after a restart).
@@ -24,7 +47,7 @@ impl Supervisor {
         &self,
         record: &Record,
         events: EventLog,
-    ) -> anyhow::Result<BridgeHandle> {
+    ) -> Result<BridgeHandle, SpawnError> {
         let chat = record.chat.clone();
         // Written before the reply (a killed server loses none), flushed by the monitor.
         launch::serve_bridge(
@@ -40,26 +63,28 @@ impl Supervisor {
                 }
             },
         )
+        .map_err(SpawnError::launch)
     }
 
     pub(super) fn spawn_structured(
         &self,
         record: &Record,
         launch: &Launch,
-    ) -> anyhow::Result<(Ident, Vec<Tail>, Child)> {
-        use anyhow::Context;
-        let mut cmd = launch::command(launch)?;
+    ) -> Result<(Ident, Vec<Tail>, Child), SpawnError> {
+        let mut cmd = launch::command(launch).map_err(SpawnError::launch)?;
         let out_dir = journal::output_dir(&self.state);
-        std::fs::create_dir_all(&out_dir)
-            .with_context(|| format!("cannot create {}", out_dir.display()))?;
-        let open_out = |stream: &str| -> anyhow::Result<(File, PathBuf)> {
+        std::fs::create_dir_all(&out_dir).map_err(SpawnError::io(format!(
+            "cannot create {}",
+            out_dir.display()
+        )))?;
+        let open_out = |stream: &str| -> Result<(File, PathBuf), SpawnError> {
             let path = record.output_file(&self.state, stream);
             let f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(&path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
+                .map_err(SpawnError::io(format!("cannot create {}", path.display())))?;
             Ok((f, path))
         };
         let (stdout, stdout_path) = open_out("stdout")?;
@@ -71,7 +96,7 @@ impl Supervisor {
         proc::prepare_spawn(&mut cmd, &ident_file)?;
         let child = cmd
             .spawn()
-            .with_context(|| format!("cannot start {}", launch.argv[0]))?;
+            .map_err(SpawnError::io(format!("cannot start {}", launch.argv[0])))?;
         let pid = child.id() as i32;
         // The child is not reaped yet, so its pid cannot have been reused.
         let ident = match proc::read_ident_file(&ident_file) {

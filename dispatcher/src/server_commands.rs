@@ -1,5 +1,6 @@
 //! The command line of the server and its clients: `dispatcher serve`, `dispatcher stop`,
-//! `dispatcher chats …`. `main.rs` only dispatches here.
+//! `dispatcher chats …`. Part of the `dispatcher` binary (declared in `main.rs`, which only
+//! dispatches here): the library's typed errors get their context here, at the edge.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,9 +11,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::ServeOptions;
-use super::client::Client;
-use crate::state::StateRoot;
+use dispatcher::server::client::Client;
+use dispatcher::server::{Ident, ServeOptions};
+use dispatcher::state::StateRoot;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -91,9 +92,9 @@ pub struct LaunchArgs {
 
 /// `dispatcher serve`.
 pub fn serve(state: StateRoot, profiles_dir: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
-    let home = crate::platform::home()?;
+    let home = dispatcher::platform::home()?;
     let root = state.path().to_path_buf();
-    super::run(
+    dispatcher::server::run(
         ServeOptions {
             state,
             port: args.port,
@@ -140,7 +141,7 @@ pub fn stop(state: &StateRoot, args: StopArgs) -> Result<ExitCode> {
         .context("the server did not say its pid")?;
     let deadline = Instant::now() + Duration::from_secs(if args.stop_chats { 90 } else { 30 });
     // Known by its start time too, so a reused pid is not waited for; a zombie has ended.
-    let ident = super::proc::Ident::of(pid);
+    let ident = Ident::of(pid);
     while ident.as_ref().is_some_and(|i| i.alive()) {
         if Instant::now() > deadline {
             bail!("the server (pid {pid}) agreed to stop but is still running");
