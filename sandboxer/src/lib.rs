@@ -14,7 +14,7 @@ pub mod policy;
 pub mod probe;
 pub mod sbpl;
 pub mod seatbelt;
-pub mod target;
+mod target;
 pub mod template;
 pub mod ways_out;
 

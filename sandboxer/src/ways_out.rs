@@ -55,7 +55,7 @@ impl Env {
     /// This process's uid, user name (from the password database, else `$USER`) and the
     /// relevant environment variables, for the given home.
     #[cfg(unix)]
-    pub fn from_process(home: &Path) -> Env {
+    pub(crate) fn from_process(home: &Path) -> Env {
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
         let user = user_name(uid)
@@ -169,7 +169,7 @@ pub fn expand(
 }
 
 /// [`expand`], naming the file `file` in errors.
-pub fn expand_file(
+pub(crate) fn expand_file(
     target: Target,
     text: &str,
     file: &str,

@@ -114,7 +114,7 @@ fn run_inner(
 /// could not be started; [`InPlace::NotHere`] when this process cannot take it on (it has
 /// other threads, or is a session leader, which cannot leave its terminal without hanging up
 /// the session) and nothing was changed: the caller then runs the plan with [`run`].
-pub fn exec_in_place(plan: &Plan, command: &Command) -> InPlace {
+pub(crate) fn exec_in_place(plan: &Plan, command: &Command) -> InPlace {
     if let Err(e) = check::validate(plan, false) {
         return InPlace::Failed(e);
     }
@@ -155,7 +155,7 @@ pub enum InPlace {
 /// `SIGCHLD`. A caller with other threads keeps them blocked in those (a thread started with
 /// them blocked inherits that), so that they reach the waiting thread: a signal another thread
 /// takes is not forwarded, and a `SIGCHLD` taken there delays noticing the command's end.
-pub fn waited_signals() -> Vec<libc::c_int> {
+pub(crate) fn waited_signals() -> Vec<libc::c_int> {
     supervise::FORWARDED
         .iter()
         .map(|s| *s as libc::c_int)
