@@ -55,7 +55,7 @@ impl Env {
     /// This process's uid, user name (from the password database, else `$USER`) and the
     /// relevant environment variables, for the given home.
     #[cfg(unix)]
-    pub(crate) fn from_process(home: &Path) -> Env {
+    pub fn from_process(home: &Path) -> Env {
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
         let user = user_name(uid)

@@ -107,7 +107,7 @@ pub fn launch(policy: &Policy, facts: &Facts, how: Enforce, command: &Command) -
 }
 
 /// [`launch`], in processes from [`start_ahead`] when they fit (they are stopped otherwise).
-pub(crate) fn launch_started(
+pub fn launch_started(
     ahead: Option<Started>,
     policy: &Policy,
     facts: &Facts,

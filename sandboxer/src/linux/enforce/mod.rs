@@ -114,7 +114,7 @@ fn run_inner(
 /// could not be started; [`InPlace::NotHere`] when this process cannot take it on (it has
 /// other threads, or is a session leader, which cannot leave its terminal without hanging up
 /// the session) and nothing was changed: the caller then runs the plan with [`run`].
-pub(crate) fn exec_in_place(plan: &Plan, command: &Command) -> InPlace {
+pub fn exec_in_place(plan: &Plan, command: &Command) -> InPlace {
     if let Err(e) = check::validate(plan, false) {
         return InPlace::Failed(e);
     }
