@@ -4,7 +4,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::LauncherSet;
+use super::launchers::LauncherSet;
 use crate::located::DataFileError as PolicyError;
 use crate::paths::{canonicalize_existing_prefix, normalize};
 use crate::target::Target;
