@@ -67,5 +67,5 @@ pub fn cli_status(adapters: &[Adapter]) -> Vec<CliStatus> {
 /// The policy `dispatcher clis` checks confinement with: the product's shape, with nothing
 /// granted.
 fn default_check_policy(target: Target) -> &'static str {
-    sandboxer::policy::default_policy(target)
+    sandboxer::default_policy(target)
 }

@@ -52,7 +52,7 @@ impl std::str::FromStr for Attach {
 
 /// Where each chat's sandbox registers its mask keeper, inside the protected state root, so
 /// that the dispatcher can write refused paths (`planning/`, `workflow.db`) while chats run
-/// (`sandboxer::linux::refused`).
+/// (`sandboxer::refused`).
 pub fn mask_registry(state_root: &Path) -> PathBuf {
     state_root.join("state").join("masks")
 }
@@ -99,7 +99,7 @@ impl LaunchGrants {
 
     /// The policy as TOML text.
     pub fn policy_toml(&self) -> String {
-        use sandboxer::policy::{GrantRule, PathRule, written};
+        use sandboxer::{GrantRule, PathRule, written};
         let mut doc = sandboxer::PolicyDocument::new(sandboxer::Base::Open);
         doc.unix_sockets = vec![written(self.runtime.join(crate::bridge::SOCKET_NAME))];
         doc.protected = vec![

@@ -16,3 +16,5 @@ pub mod server;
 pub mod state;
 pub mod step;
 pub mod test_hooks;
+#[cfg(test)]
+mod waist;

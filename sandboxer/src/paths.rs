@@ -49,7 +49,7 @@ pub fn within(path: &Path, root: &Path) -> bool {
 }
 
 /// `true` when `path` lies strictly beneath `root`.
-pub fn strictly_within(path: &Path, root: &Path) -> bool {
+pub(crate) fn strictly_within(path: &Path, root: &Path) -> bool {
     let (p, r) = (bytes(path), bytes(root));
     if !(is_absolute(p) && is_absolute(r)) {
         return path != root && path.starts_with(root);
@@ -77,7 +77,7 @@ pub fn same(path: &Path, other: &Path) -> bool {
 /// one way such a path can be: `/`, or `/` followed by names joined by single slashes, none of
 /// them `.` or `..`, no trailing slash. For such paths the components are exactly the
 /// slash-separated names, so comparing bytes is comparing components.
-pub fn is_clean(path: &Path) -> bool {
+pub(crate) fn is_clean(path: &Path) -> bool {
     let b = bytes(path);
     is_absolute(b) && plain(b)
 }
@@ -166,7 +166,7 @@ fn plain(b: &[u8]) -> bool {
 /// Resolves symlinks in the longest existing prefix of `path` and appends the rest as is, so a
 /// path that does not exist yet (a refused file that must not be creatable) still resolves to
 /// where it would be created. `path` must be lexically normal and absolute.
-pub fn canonicalize_existing_prefix(path: &Path) -> io::Result<PathBuf> {
+pub(crate) fn canonicalize_existing_prefix(path: &Path) -> io::Result<PathBuf> {
     let mut existing = path.to_path_buf();
     let mut missing: Vec<&OsStr> = Vec::new();
     let mut rest = path;

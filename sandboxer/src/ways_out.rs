@@ -169,7 +169,7 @@ pub fn expand(
 }
 
 /// [`expand`], naming the file `file` in errors.
-pub fn expand_file(
+pub(crate) fn expand_file(
     target: Target,
     text: &str,
     file: &str,

@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use sandboxer::policy::ResolveOptions;
-use sandboxer::{Op, Policy};
+use sandboxer::{Op, Policy, ResolveOptions};
 use serde_json::{Map, Value, json};
 
 use super::mcp::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, RpcError};
@@ -116,7 +115,7 @@ impl ChatContext {
     }
 
     /// [`ChatContext::from_toml`] for a policy already resolved for this machine (with
-    /// `launch::host_resolve_options`); the same checks.
+    /// `ResolveOptions::for_host`); the same checks.
     pub fn from_policy(
         state: &StateRoot,
         chat: &ChatId,

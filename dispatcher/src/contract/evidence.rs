@@ -188,7 +188,7 @@ pub fn decide(
         Evidence::ListenerGotToken => {
             let key = match op {
                 sandboxer::probe::ProbeOp::ConnectAbstract => format!("@{}", r.target),
-                _ => sandboxer::paths::normalize(target)
+                _ => sandboxer::probe::normalize(target)
                     .map(|p| p.display().to_string())
                     .unwrap_or_default(),
             };

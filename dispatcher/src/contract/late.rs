@@ -1,7 +1,7 @@
 //! The product writing while a sandbox runs, for `read-late` probes: when the harness
 //! reaches such a probe it makes a flag file and waits; the runner, outside, writes the
 //! probe's target the way the product writes a refused path while chats run
-//! (`sandboxer::linux::refused::write`: masked in every running sandbox first, then moved into
+//! (`sandboxer::refused::write`: masked in every running sandbox first, then moved into
 //! place), and removes the flag; the harness then reads the target. A marker read there means
 //! the sandbox sees what the product wrote after it started. A write that fails is an error of
 //! the run: the product must be able to write every refused path while chats run.
@@ -89,7 +89,7 @@ fn product_write(registry: &Path, w: &LateWrite) -> Result<(), String> {
     }
     #[cfg(target_os = "linux")]
     if w.refused {
-        return sandboxer::linux::refused::write(registry, &w.target, w.contents.as_bytes())
+        return sandboxer::refused::write(registry, &w.target, w.contents.as_bytes())
             .map_err(|e| e.to_string());
     }
     let _ = registry;

@@ -434,10 +434,7 @@ fn machine(installed: Vec<(String, String)>) -> Machine {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "(unknown kernel)".into());
-    #[cfg(target_os = "linux")]
-    let abi = sandboxer::linux::enforce::kernel_landlock_abi();
-    #[cfg(not(target_os = "linux"))]
-    let abi = 0;
+    let abi = sandboxer::Confiner::kernel_landlock_abi();
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     Machine {

@@ -5,11 +5,11 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use sandboxer::Target;
+use sandboxer::{Confiner, Target};
 
 use super::Planned;
 use super::bridge::serve_bridge;
-use super::start::{apply_env, run_foreground, with_waited_signals_blocked};
+use super::start::{apply_env, run_foreground};
 use crate::events::{Event, EventLog};
 use crate::state::StateRoot;
 
@@ -39,7 +39,7 @@ pub unsafe fn run_attached(state: &StateRoot, planned: &Planned, home: &Path) ->
     let policy_text = launch
         .policy_text()
         .context("the launch has no policy file")?;
-    let bridge = with_waited_signals_blocked(|| {
+    let bridge = Confiner::with_waited_signals_blocked(|| {
         let events = events.clone();
         let chat = launch.chat.clone();
         serve_bridge(

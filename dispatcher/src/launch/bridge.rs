@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use anyhow::Result;
+use sandboxer::ResolveOptions;
 
 use super::confine::Resolved;
-use super::resolve::host_resolve_options;
 use crate::bridge::{self, BridgeEvent, BridgeHandle, ChatContext};
 use crate::ids::ChatId;
 use crate::state::StateRoot;
@@ -16,7 +16,7 @@ use crate::state::StateRoot;
 /// messages), resolved for the person at `home`, and hands every call to `log`.
 ///
 /// `resolved` is the mode decision's resolution of this very text, reused when given: it was
-/// resolved with [`host_resolve_options`] before the launch's files were written; writing them
+/// resolved with [`ResolveOptions::for_host`] before the launch's files were written; writing them
 /// only creates real folders below the runtime (symlinks there are refused), which resolve to
 /// the same paths, so resolving it again would give the same policy.
 pub fn serve_bridge(
@@ -36,7 +36,7 @@ pub fn serve_bridge(
             chat,
             policy_text,
             &file,
-            &host_resolve_options(home)?,
+            &ResolveOptions::for_host(home)?,
         )?,
     };
     let socket = state.runtime(chat).join(bridge::SOCKET_NAME);

@@ -5,18 +5,17 @@
 
 use std::path::Path;
 
-use sandboxer::Target;
+use sandboxer::{Confiner, ResolveOptions, Target};
 
 use super::error::LaunchError;
-use super::resolve::host_resolve_options;
 use crate::adapter::Adapter;
 use crate::modes::{Mode, ModeDecision};
 
 /// Who answers whether a launch can be confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decide {
-    /// This machine, for its own OS (on Linux keeping the resolved policy and the probed
-    /// facts for the launch, [`Resolved`]); another OS's target is assumed confined there,
+    /// This machine, for its own OS (keeping the resolved policy and the confiner that
+    /// answered for the launch, [`Resolved`]); another OS's target is assumed confined there,
     /// which only a launch there can check.
     ThisMachine,
     /// Assumed, with this reason: `dispatcher profile` writes a Mac's profile on any machine.
@@ -100,17 +99,20 @@ pub fn confinement(target: Target, policy_text: &str, home: &Path) -> Confinemen
     confinement_resolving(target, policy_text, home, &mut None)
 }
 
-/// What the mode decision worked out on Linux, kept for the launch it decided.
-#[derive(Debug, Clone)]
+/// What the mode decision worked out on this machine, kept for the launch it decided.
+#[derive(Debug)]
 pub struct Resolved {
     /// The launch's policy text as this machine resolved it.
     pub policy: sandboxer::Policy,
-    /// The facts it was planned with (the namespace probe's).
-    pub facts: sandboxer::linux::plan::Facts,
+    /// The confiner that answered (on Linux holding the namespace probe's facts).
+    pub confiner: Confiner,
 }
 
 /// [`confinement`], keeping in `resolved` the policy as this machine resolved it to decide and
-/// the facts it planned with (Linux), so that the launch need not work them out again.
+/// the confiner that answered, so that the launch need not work them out again.
+///
+/// The confiner starts the namespace probe (Linux) before the policy is resolved, so that the
+/// two overlap ([`Confiner::for_host`]).
 pub fn confinement_resolving(
     target: Target,
     policy_text: &str,
@@ -120,66 +122,22 @@ pub fn confinement_resolving(
     if !target.is_host() {
         return Ok(format!("computed for {target}; enforced there"));
     }
-    match target {
-        Target::Linux => linux_confinement(policy_text, home, resolved),
-        Target::Macos => macos_confinement(),
+    let mut confiner = Confiner::for_host();
+    let opts =
+        ResolveOptions::for_host(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
+    let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
+        .map_err(|e| format!("the launch policy is invalid: {e}"))?;
+    let how = confiner.check(&policy);
+    *resolved = Some(Resolved { policy, confiner });
+    how.map(describe).map_err(|why| why.to_string())
+}
+
+/// How the mode reason names a confinement.
+fn describe(how: sandboxer::Confinement) -> String {
+    match how {
+        sandboxer::Confinement::Seatbelt => "sandbox-exec with this chat's Seatbelt profile".into(),
+        plan => plan.to_string(),
     }
-}
-
-/// Plans the policy under the fallback rule, with this machine's facts.
-///
-/// The namespace probe forks twice and waits for the namespaces to be torn down (about 1 ms
-/// here, mostly waiting), so it runs in a thread while the policy is resolved and planned as
-/// if the namespaces work (the probe's child makes only async-signal-safe calls, so forking
-/// from a second thread is sound). When the probe then finds the facts planned with, that plan
-/// stands; otherwise the policy is planned again with what the probe found. Either way the
-/// answer is the one the probed facts give.
-#[cfg(target_os = "linux")]
-fn linux_confinement(
-    policy_text: &str,
-    home: &Path,
-    resolved: &mut Option<Resolved>,
-) -> Confinement {
-    use sandboxer::linux::{exec, facts, planner};
-    let probe = std::thread::spawn(facts::detect);
-    let planned = (|| -> Result<_, String> {
-        let opts =
-            host_resolve_options(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
-        let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
-            .map_err(|e| format!("the launch policy is invalid: {e}"))?;
-        let plan = planner::choose(&policy, &exec::unprobed_facts());
-        Ok((policy, plan))
-    })();
-    // Joined before any answer, so the probe's children are reaped whatever happens.
-    let probed = probe.join();
-    let (policy, plan) = planned?;
-    let facts = probed.map_err(|_| "the namespace probe failed".to_string())?;
-    let plan = exec::replan(&policy, policy.linux.enforce, &facts).unwrap_or(plan);
-    *resolved = Some(Resolved {
-        policy,
-        facts: facts.clone(),
-    });
-    match plan {
-        Ok(plan) => Ok(format!(
-            "sandboxer {} plan (Landlock ABI {})",
-            match plan.shape {
-                sandboxer::linux::plan::Shape::Masks => "masks",
-                sandboxer::linux::plan::Shape::LandlockOnly => "landlock-only",
-            },
-            facts.landlock_abi
-        )),
-        Err(refusal) => Err(refusal.to_string()),
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn linux_confinement(_: &str, _: &Path, _: &mut Option<Resolved>) -> Confinement {
-    Err("not running on Linux".into())
-}
-
-fn macos_confinement() -> Confinement {
-    sandboxer::macos::detect().can_confine()?;
-    Ok("sandbox-exec with this chat's Seatbelt profile".into())
 }
 
 /// The command a confined launch runs: the platform's wrapper around `program_argv`. Linux:

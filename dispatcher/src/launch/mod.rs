@@ -6,7 +6,7 @@
 //! confine.rs   the confinement decision: can this machine enforce the policy, which mode,
 //!              the wrapper a confined launch runs in
 //! plan.rs      the launch as data: policy, mode, argv, environment, files (nothing written)
-//! resolve.rs   how a policy resolves here or for a Mac (home, ways-out list); a Mac's profile
+//! resolve.rs   a Mac's profile, its policy resolved for the Mac user
 //! files.rs     its files (and a Mac's profile) written into the runtime, symlinks refused
 //! bridge.rs    the chat's bridge, served from the launch's own policy text
 //! start.rs     its command started: foreground (on Linux in this process) or spawned
@@ -43,7 +43,7 @@ pub use error::LaunchError;
 pub use files::{LaunchFiles, ensure_real_dir, seatbelt_profile};
 pub use plan::{ENV_REMOVED, FileSource, LAUNCH_DIR, Launch, PROMPT_NOTE, PlannedFile, plan};
 pub use request::{LaunchRequest, Tools, tools};
-pub use resolve::{host_resolve_options, render_seatbelt, resolve_options};
+pub use resolve::render_seatbelt;
 pub use start::command;
 
 use crate::adapter::Adapter;
@@ -53,8 +53,8 @@ use crate::state::StateRoot;
 #[derive(Debug)]
 pub struct Planned {
     launch: Launch,
-    /// What a Linux decision on this machine worked out (the policy as resolved here, the
-    /// probed facts): reused to run the launch in this process and to serve its bridge.
+    /// What a decision on this machine worked out (the policy as resolved here, the confiner
+    /// with the probed facts): reused to run the launch in this process and to serve its bridge.
     resolved: Option<Resolved>,
 }
 

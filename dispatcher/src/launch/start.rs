@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+use sandboxer::Confiner;
 
 #[cfg(target_os = "linux")]
 use super::confine::Resolved;
@@ -28,7 +29,7 @@ pub fn run_foreground(launch: &Launch, started: impl FnOnce()) -> Result<u8> {
 }
 
 /// Runs a confined Linux launch in the foreground in this process, through the sandboxer
-/// library ([`sandboxer::linux::exec::launch`]: the fallback rule and the fail-closed exits of
+/// library ([`sandboxer::Confiner::launch`]: the fallback rule and the fail-closed exits of
 /// `sandboxer exec`, which `launch.argv` names and tmux and server launches run), and returns
 /// its exit code: the CLI's (128+N for signal N), 125 when the sandbox could not be set up
 /// (nothing was run, the reason on stderr), 126/127 when the CLI could not be executed.
@@ -36,34 +37,28 @@ pub fn run_foreground(launch: &Launch, started: impl FnOnce()) -> Result<u8> {
 /// and the ways-out list, about 2 ms a launch.
 ///
 /// `resolved` is the mode decision's: the launch's own policy text as resolved on this
-/// machine, and the probed facts. The launch's files are written by now, and the policy is
-/// planned again for them (a plan depends on what the filesystem holds). `beside` runs in a
-/// thread of its own while the sandbox starts. The caller must have applied the launch's
-/// environment to this process ([`apply_env`]): the CLI inherits it.
+/// machine, and the confiner holding the probed facts. The launch's files are written by now,
+/// and the policy is planned again for them (a plan depends on what the filesystem holds).
+/// `beside` runs in a thread of its own while the sandbox starts. The caller must have applied
+/// the launch's environment to this process ([`apply_env`]): the CLI inherits it.
 #[cfg(target_os = "linux")]
 pub fn run_confined_here(
     launch: &Launch,
     resolved: &Resolved,
     beside: impl FnOnce() + Send + 'static,
 ) -> Result<u8> {
-    use sandboxer::linux::{enforce, exec};
     check_cli(launch)?;
     let (program, args) = launch
         .cli_argv
         .split_first()
         .context("the launch has no CLI")?;
-    let command = enforce::Command {
+    let command = sandboxer::Command {
         program: program.into(),
         args: args.iter().map(Into::into).collect(),
         cwd: launch.cwd.clone(),
     };
-    let beside = with_waited_signals_blocked(|| std::thread::spawn(beside));
-    let ended = exec::launch(
-        &resolved.policy,
-        &resolved.facts,
-        resolved.policy.linux.enforce,
-        &command,
-    );
+    let beside = Confiner::with_waited_signals_blocked(|| std::thread::spawn(beside));
+    let ended = resolved.confiner.launch(&resolved.policy, &command);
     let _ = beside.join();
     if let Some(message) = ended.message() {
         eprintln!("{message}");
@@ -87,31 +82,6 @@ pub unsafe fn apply_env(launch: &Launch) {
         // SAFETY: as above.
         unsafe { std::env::set_var(k, v) };
     }
-}
-
-/// Runs `f` with the signals a launch run here waits for blocked on this thread, then unblocks
-/// them: threads `f` starts inherit them blocked, so that a Ctrl-C or the CLI's `SIGCHLD`
-/// reaches the thread that forwards and waits ([`sandboxer::linux::enforce::waited_signals`]).
-pub fn with_waited_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: sigset_t is plain data, filled by sigemptyset/sigaddset; pthread_sigmask
-        // only changes this thread's mask, and the old mask is put back.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in sandboxer::linux::enforce::waited_signals() {
-                libc::sigaddset(&mut set, s);
-            }
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-            let out = f();
-            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-            out
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    f()
 }
 
 /// Fails unless the launch's CLI was found (an absolute path).

@@ -129,7 +129,7 @@ pub fn default_binaries() -> std::io::Result<Vec<PathBuf>> {
 
 /// The command that installs the profile for the `sandboxer` binary beside this program (or
 /// this program), for messages that tell a person how to lift the restriction.
-pub fn install_command() -> String {
+pub(crate) fn install_command() -> String {
     let exe = std::env::current_exe()
         .ok()
         .and_then(|me| {

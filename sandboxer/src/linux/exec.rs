@@ -78,7 +78,11 @@ pub fn unprobed_facts() -> Facts {
 /// The rule "plan as if the namespaces work, probe, re-plan", once the namespace probe has
 /// found `probed`: `None` when it confirms that they work, so what was planned with
 /// [`unprobed_facts`] stands; else the fallback rule `how` again, with what the probe found.
-pub fn replan(policy: &Policy, how: Enforce, probed: &Facts) -> Option<Result<Plan, Refusal>> {
+pub(crate) fn replan(
+    policy: &Policy,
+    how: Enforce,
+    probed: &Facts,
+) -> Option<Result<Plan, Refusal>> {
     if probed.user_namespaces && probed.mount_pid_namespaces {
         return None;
     }

@@ -7,7 +7,7 @@ pub mod enforce;
 #[cfg(target_os = "linux")]
 pub mod exec;
 pub mod facts;
-pub mod fs_right;
+pub(crate) mod fs_right;
 pub mod plan;
 pub mod planner;
 #[cfg(target_os = "linux")]

@@ -9,9 +9,10 @@ use std::path::{Component, Path, PathBuf};
 use toml::Spanned;
 
 use super::document::PolicyDocument;
+use super::resolve::{ResolveOptions, option_error};
 use super::{
-    Access, Base, ClosedBase, Enforce, Grant, LauncherSet, LinuxKnobs, MacosKnobs, Origin, Policy,
-    Rule, launchers::LauncherPath,
+    Access, Base, ClosedBase, Enforce, Grant, LinuxKnobs, MacosKnobs, Origin, Policy, Rule,
+    launchers::LauncherPath,
 };
 use crate::located::LineIndex;
 use crate::paths::{canonicalize_existing_prefix, normalize};
@@ -28,82 +29,6 @@ pub fn default_policy(target: Target) -> &'static str {
 
 /// A policy that cannot be loaded, with where and why.
 pub type PolicyError = crate::located::DataFileError;
-
-/// How to resolve a policy: for which OS, whose home, and whether the paths exist here.
-#[derive(Clone, Debug)]
-pub struct ResolveOptions {
-    pub target: Target,
-    /// The person's home, absolute. `~` expands to it.
-    pub home: PathBuf,
-    /// Resolve symlinks through this machine's filesystem. True when rendering for this
-    /// machine; false when rendering for another (a Mac's `/Users/NAME` from Linux), where
-    /// only the target's fixed aliases (`/tmp` → `/private/tmp`) apply.
-    pub resolve_symlinks: bool,
-    /// The launcher list; the embedded one unless overridden.
-    pub launchers: LauncherSet,
-    /// The target's ways-out list, already expanded for this person (absolute paths, with
-    /// why; `crate::ways_out::load`): added as protected roots when the policy's
-    /// `[linux] ways_out` (Linux) or `[macos] ways_out` (macOS) is true, the default. See
-    /// `profiles/{linux,macos}/ways-out.toml`.
-    pub ways_out: Vec<(PathBuf, String)>,
-}
-
-impl ResolveOptions {
-    /// Options for this machine: the host target, `$HOME`, real symlink resolution.
-    pub fn for_host() -> Result<ResolveOptions, PolicyError> {
-        let target =
-            Target::host().ok_or_else(|| option_error("target", "this OS has no backend"))?;
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .ok_or_else(|| option_error("HOME", "HOME is not set; pass --home"))?;
-        ResolveOptions::new(target, home, true)
-    }
-
-    /// Options for `target` with an explicit home.
-    pub fn new(
-        target: Target,
-        home: PathBuf,
-        resolve_symlinks: bool,
-    ) -> Result<ResolveOptions, PolicyError> {
-        let home = check_home(&home, target, resolve_symlinks)?;
-        Ok(ResolveOptions {
-            target,
-            home,
-            resolve_symlinks,
-            launchers: LauncherSet::embedded(target),
-            ways_out: Vec::new(),
-        })
-    }
-}
-
-fn option_error(field: &str, message: impl Into<String>) -> PolicyError {
-    PolicyError {
-        file: "(options)".into(),
-        line: 0,
-        column: 0,
-        field: field.into(),
-        message: message.into(),
-    }
-}
-
-fn check_home(home: &Path, target: Target, resolve: bool) -> Result<PathBuf, PolicyError> {
-    let bad = |m: &str| option_error("home", format!("{m}: {:?}", home));
-    if home.as_os_str().as_encoded_bytes().contains(&0) {
-        return Err(bad("the home path contains NUL"));
-    }
-    if home.components().any(|c| c == Component::ParentDir) {
-        return Err(bad("the home path contains '..'"));
-    }
-    let home = normalize(home).ok_or_else(|| bad("the home must be an absolute path"))?;
-    if home == Path::new("/") {
-        return Err(bad("the home cannot be '/'"));
-    }
-    if resolve {
-        canonicalize_existing_prefix(&home).map_err(|e| bad(&format!("cannot resolve: {e}")))
-    } else {
-        Ok(target.apply_aliases(&home))
-    }
-}
 
 /// Folders a closed base opens when the file does not say. Read: the system; write: the
 /// character devices every program expects to write.

@@ -11,6 +11,7 @@
 mod document;
 mod launchers;
 mod load;
+mod resolve;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,8 @@ pub use document::{
     PolicyDocument, Spanned, written,
 };
 pub use launchers::{LauncherPath, LauncherSet, MachName};
-pub use load::{PolicyError, ResolveOptions, default_policy};
+pub use load::{PolicyError, default_policy};
+pub use resolve::{ResolveError, ResolveOptions};
 
 use crate::paths::{normalize, strictly_within, within};
 use crate::target::Target;

@@ -12,6 +12,7 @@ pub mod harness;
 pub mod ops;
 pub mod queries;
 
+pub use crate::paths::normalize;
 pub use crate::template::Template;
 pub use evaluate::{CheckAnswer, Evaluated, evaluate, macos_path};
 pub use harness::{Claim, HarnessReport, ProbeOutcome, VarsFile, run, supported_live, token};

@@ -200,12 +200,9 @@ mod tests {
 
     #[test]
     fn case_folding_refuses_a_protected_root_spelled_in_another_case() {
-        let opts = sandboxer::policy::ResolveOptions::new(
-            sandboxer::Target::Macos,
-            "/Users/me".into(),
-            false,
-        )
-        .unwrap();
+        let opts =
+            sandboxer::ResolveOptions::new(sandboxer::Target::Macos, "/Users/me".into(), false)
+                .unwrap();
         let text = r#"
             version = 1
             base = "open"

@@ -182,12 +182,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_system_opener_waits_until_url_handlers_are_protected() {
-        let opts = sandboxer::policy::ResolveOptions::new(
-            sandboxer::Target::Linux,
-            "/home/me".into(),
-            false,
-        )
-        .unwrap();
+        let opts =
+            sandboxer::ResolveOptions::new(sandboxer::Target::Linux, "/home/me".into(), false)
+                .unwrap();
         let policy = |protected: &[&str]| {
             let mut text = String::from("version = 1\nbase = \"open\"\n");
             for p in protected {

@@ -70,22 +70,11 @@ impl PolicyArgs {
     }
 
     /// Fills `opts.ways_out` from the target's ways-out list (`--profiles-dir`/<target>/
-    /// ways-out.toml or the embedded one) for the person: this process's user and environment
-    /// when the target is this machine; for a Mac's profile rendered elsewhere, `--uid` and
-    /// `--user` and no environment (that machine's variables are unknown here, so the entries
-    /// that need one are left out). A Linux plan is only ever enforced on the machine that
-    /// makes it, so off-host Linux gets no list. The loader adds the entries as protected
-    /// roots unless the policy turns them off.
+    /// ways-out.toml or the embedded one) for the person, `--uid` and `--user` for a Mac's
+    /// profile rendered elsewhere ([`ResolveOptions::add_ways_out`]).
     pub fn fill_ways_out(&self, opts: &mut ResolveOptions) -> Result<()> {
-        use sandboxer::ways_out::{self, Env};
-        let target = opts.target;
-        if target == Target::Linux && !target.is_host() {
-            return Ok(());
-        }
-        let env = Env::for_target(target, &opts.home, self.uid, self.user.as_deref());
-        opts.ways_out = ways_out::load(target, self.profiles_dir.as_deref(), &env)
-            .context("loading the ways-out list")?;
-        Ok(())
+        opts.add_ways_out(self.profiles_dir.as_deref(), self.uid, self.user.as_deref())
+            .context("loading the ways-out list")
     }
 
     pub fn load_with(&self, opts: &ResolveOptions) -> Result<Policy> {

@@ -115,7 +115,6 @@ mod linux {
     use sandboxer::linux::plan::Facts;
     pub use sandboxer::linux::planner::{self, HostFs};
     use sandboxer::policy::default_policy;
-    use sandboxer::ways_out;
 
     use super::ExecArgs;
     use crate::common::PolicyArgs;
@@ -146,10 +145,8 @@ mod linux {
                 return Ok(policy);
             }
         }
-        let env = ways_out::Env::from_process(&opts.home);
-        opts.ways_out =
-            ways_out::load(sandboxer::Target::Linux, args.profiles_dir.as_deref(), &env)
-                .context("loading the ways-out list")?;
+        opts.add_ways_out(args.profiles_dir.as_deref(), None, None)
+            .context("loading the ways-out list")?;
         Ok(Policy::from_toml(&text, &label, &opts)?)
     }
 

@@ -155,7 +155,7 @@ pub enum InPlace {
 /// `SIGCHLD`. A caller with other threads keeps them blocked in those (a thread started with
 /// them blocked inherits that), so that they reach the waiting thread: a signal another thread
 /// takes is not forwarded, and a `SIGCHLD` taken there delays noticing the command's end.
-pub fn waited_signals() -> Vec<libc::c_int> {
+pub(crate) fn waited_signals() -> Vec<libc::c_int> {
     supervise::FORWARDED
         .iter()
         .map(|s| *s as libc::c_int)

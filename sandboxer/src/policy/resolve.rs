@@ -1,0 +1,130 @@
+//! How a policy is resolved: for which OS, whose home, whether paths resolve through this
+//! machine's filesystem, the launcher list and the person's ways out. Every caller — the
+//! sandboxer binary, the dispatcher's launches, bridges and profiles — builds its options here.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::launchers::LauncherSet;
+use crate::located::DataFileError as PolicyError;
+use crate::paths::{canonicalize_existing_prefix, normalize};
+use crate::target::Target;
+use crate::ways_out::{self, Env, WaysOutError};
+
+/// Options that cannot be built: a bad home, or a ways-out list that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error(transparent)]
+    Options(#[from] PolicyError),
+    #[error(transparent)]
+    WaysOut(#[from] WaysOutError),
+}
+
+/// How to resolve a policy: for which OS, whose home, and whether the paths exist here.
+#[derive(Clone, Debug)]
+pub struct ResolveOptions {
+    pub target: Target,
+    /// The person's home, absolute. `~` expands to it.
+    pub home: PathBuf,
+    /// Resolve symlinks through this machine's filesystem. True when rendering for this
+    /// machine; false when rendering for another (a Mac's `/Users/NAME` from Linux), where
+    /// only the target's fixed aliases (`/tmp` → `/private/tmp`) apply.
+    pub resolve_symlinks: bool,
+    /// The launcher list; the embedded one unless overridden.
+    pub launchers: LauncherSet,
+    /// The target's ways-out list, already expanded for this person (absolute paths, with
+    /// why; [`ResolveOptions::add_ways_out`]): added as protected roots when the policy's
+    /// `[linux] ways_out` (Linux) or `[macos] ways_out` (macOS) is true, the default. See
+    /// `profiles/{linux,macos}/ways-out.toml`.
+    pub ways_out: Vec<(PathBuf, String)>,
+}
+
+impl ResolveOptions {
+    /// Options for this machine's own OS for the person at `home`, with the ways-out list
+    /// ([`ResolveOptions::for_target`]): what `sandboxer exec` enforces.
+    pub fn for_host(home: &Path) -> Result<ResolveOptions, ResolveError> {
+        let target = Target::host()
+            .ok_or_else(|| option_error("target", "this OS has no sandbox backend"))?;
+        ResolveOptions::for_target(target, home, None)
+    }
+
+    /// Options for `target` with an explicit home.
+    pub fn new(
+        target: Target,
+        home: PathBuf,
+        resolve_symlinks: bool,
+    ) -> Result<ResolveOptions, PolicyError> {
+        let home = check_home(&home, target, resolve_symlinks)?;
+        Ok(ResolveOptions {
+            target,
+            home,
+            resolve_symlinks,
+            launchers: LauncherSet::embedded(target),
+            ways_out: Vec::new(),
+        })
+    }
+
+    /// Options for `target` for the person at `home`, with the target's embedded ways-out list
+    /// ([`ResolveOptions::add_ways_out`]): symlinks resolved through this machine's
+    /// filesystem when `target` is this machine's OS, else only the target's fixed aliases. `uid`
+    /// (default: this process's) is the person's on a Mac whose profile is written elsewhere.
+    pub fn for_target(
+        target: Target,
+        home: &Path,
+        uid: Option<u32>,
+    ) -> Result<ResolveOptions, ResolveError> {
+        let mut opts = ResolveOptions::new(target, home.to_path_buf(), target.is_host())?;
+        opts.add_ways_out(None, uid, None)?;
+        Ok(opts)
+    }
+
+    /// Fills [`ResolveOptions::ways_out`] from the target's ways-out list
+    /// (`profiles_dir/<target>/ways-out.toml` when given and present, else the embedded one) for
+    /// the person: this process's user and environment when the target is this machine; for a
+    /// Mac's profile written elsewhere, `uid` and `user` (defaults: this process's uid, the
+    /// home's last component) and no environment — that machine's variables are unknown here,
+    /// so the entries that need one are left out. A Linux plan is only ever enforced on the
+    /// machine that makes it, so off-host Linux gets no list. The loader adds the entries as
+    /// protected roots unless the policy turns them off.
+    pub fn add_ways_out(
+        &mut self,
+        profiles_dir: Option<&Path>,
+        uid: Option<u32>,
+        user: Option<&str>,
+    ) -> Result<(), WaysOutError> {
+        if self.target == Target::Linux && !self.target.is_host() {
+            return Ok(());
+        }
+        let env = Env::for_target(self.target, &self.home, uid, user);
+        self.ways_out = ways_out::load(self.target, profiles_dir, &env)?;
+        Ok(())
+    }
+}
+
+pub(super) fn option_error(field: &str, message: impl Into<String>) -> PolicyError {
+    PolicyError {
+        file: "(options)".into(),
+        line: 0,
+        column: 0,
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn check_home(home: &Path, target: Target, resolve: bool) -> Result<PathBuf, PolicyError> {
+    let bad = |m: &str| option_error("home", format!("{m}: {:?}", home));
+    if home.as_os_str().as_encoded_bytes().contains(&0) {
+        return Err(bad("the home path contains NUL"));
+    }
+    if home.components().any(|c| c == Component::ParentDir) {
+        return Err(bad("the home path contains '..'"));
+    }
+    let home = normalize(home).ok_or_else(|| bad("the home must be an absolute path"))?;
+    if home == Path::new("/") {
+        return Err(bad("the home cannot be '/'"));
+    }
+    if resolve {
+        canonicalize_existing_prefix(&home).map_err(|e| bad(&format!("cannot resolve: {e}")))
+    } else {
+        Ok(target.apply_aliases(&home))
+    }
+}
