@@ -203,6 +203,25 @@ impl Fx {
 
     /// Whether this shape and user leave `gap` shared (landlock-only for a person; the user
     /// keyring for root too), asserting that the plan names it exactly then.
+    /// Runs `ops` outside, where they must answer `open` (the control, said as `control`),
+    /// and inside: `open` again where the plan names the gap `gap`, else `closed` (said as
+    /// `why`).
+    fn closed_inside_unless_gap(
+        &self,
+        ops: &[&[&str]],
+        gap: &str,
+        (open, control): (&str, &str),
+        (closed, why): (&str, &str),
+    ) {
+        assert_eq!(self.outside(ops), [open], "control: {control}");
+        let inside = self.inside(ops);
+        if self.left_shared(gap) {
+            assert_eq!(inside, [open], "the named gap is real");
+        } else {
+            assert_eq!(inside, [closed], "{why}");
+        }
+    }
+
     fn left_shared(&self, gap: &str) -> bool {
         let expected =
             self.shape == Shape::LandlockOnly && (gap == "user-keyring" || self.who == Who::User);
@@ -307,13 +326,12 @@ fn sysv_ipc(fx: &Fx) {
     let _segment = Segment(id);
     let id = id.to_string();
     let ops: &[&[&str]] = &[&["shmat", &id]];
-    assert_eq!(fx.outside(ops), ["ok"], "control: attached outside");
-    let inside = fx.inside(ops);
-    if fx.left_shared("sysv-ipc") {
-        assert_eq!(inside, ["ok"], "the named gap is real");
-    } else {
-        assert_eq!(inside, ["EINVAL"], "no such segment inside");
-    }
+    fx.closed_inside_unless_gap(
+        ops,
+        "sysv-ipc",
+        ("ok", "attached outside"),
+        ("EINVAL", "no such segment inside"),
+    );
 }
 
 /// Keys in the caller's session keyring are not the command's; keys in the user keyring are
@@ -352,26 +370,28 @@ fn keyrings(fx: &Fx) {
     }
 }
 
+/// A path a test made outside, removed (by the function given) when the test ends.
+struct RemovedOnDrop(PathBuf, fn(&Path) -> std::io::Result<()>);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = (self.1)(&self.0);
+    }
+}
+
 /// A file made outside in /dev/shm is not there inside.
 fn dev_shm(fx: &Fx) {
-    struct Remove(PathBuf);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = fs::remove_file(&self.0);
-        }
-    }
     let file = Path::new("/dev/shm").join(fx.unique("shm"));
     fs::write(&file, "outside").unwrap();
-    let _remove = Remove(file.clone());
+    let _remove = RemovedOnDrop(file.clone(), |p| fs::remove_file(p));
     let path = file.to_str().unwrap();
     let ops: &[&[&str]] = &[&["exists", path]];
-    assert_eq!(fx.outside(ops), ["yes"], "control: there outside");
-    let inside = fx.inside(ops);
-    if fx.left_shared("dev-shm") {
-        assert_eq!(inside, ["yes"], "the named gap is real");
-    } else {
-        assert_eq!(inside, ["ENOENT"], "/dev/shm is the sandbox's own");
-    }
+    fx.closed_inside_unless_gap(
+        ops,
+        "dev-shm",
+        ("yes", "there outside"),
+        ("ENOENT", "/dev/shm is the sandbox's own"),
+    );
 }
 
 /// The sandbox's own `/dev` (enforce/devices.rs): the host's disks (which root opens by file
@@ -421,12 +441,6 @@ fn devices(fx: &Fx) {
 /// A cgroup delegated to the runner (as systemd delegates `user@UID.service`): its
 /// `cgroup.freeze` is writable outside and not inside.
 fn cgroup_tree(fx: &Fx) {
-    struct Cgroup(PathBuf);
-    impl Drop for Cgroup {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir(&self.0);
-        }
-    }
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let root = mountinfo
         .lines()
@@ -444,7 +458,7 @@ fn cgroup_tree(fx: &Fx) {
              asserted by kernel_knobs"
         )
     });
-    let _cgroup = Cgroup(cgroup.clone());
+    let _cgroup = RemovedOnDrop(cgroup.clone(), |p| fs::remove_dir(p));
     let freeze = cgroup.join("cgroup.freeze");
     assert!(freeze.exists(), "{} missing", freeze.display());
     chown(&cgroup, Some(fx.uid), Some(fx.gid)).unwrap();
@@ -452,15 +466,10 @@ fn cgroup_tree(fx: &Fx) {
     // Thawing an empty cgroup: harmless, and as good as freezing for the question.
     let path = freeze.to_str().unwrap();
     let ops: &[&[&str]] = &[&["write", path, "0"]];
-    assert_eq!(
-        fx.outside(ops),
-        ["ok"],
-        "control: the delegated cgroup is writable outside"
+    fx.closed_inside_unless_gap(
+        ops,
+        "cgroup-tree",
+        ("ok", "the delegated cgroup is writable outside"),
+        ("EROFS", "the cgroup tree is read-only inside"),
     );
-    let inside = fx.inside(ops);
-    if fx.left_shared("cgroup-tree") {
-        assert_eq!(inside, ["ok"], "the named gap is real");
-    } else {
-        assert_eq!(inside, ["EROFS"], "the cgroup tree is read-only inside");
-    }
 }

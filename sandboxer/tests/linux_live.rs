@@ -764,6 +764,23 @@ fn masks_filesystem(r: &Runner) {
     assert!(fx.missing_root.join("x").is_file(), "{bare:?}");
 }
 
+/// The control for the ancestor moves: on a fresh copy of the tree, outside any sandbox, every
+/// one succeeds. Returns that tree, moved.
+fn ancestor_moves_work_outside(r: &Runner) -> Fixture {
+    let fresh = Fixture::new(r);
+    let fresh_notes = ancestor_layout(&fresh);
+    let controls: Vec<Case> = ancestor_moves(&fresh, &fresh_notes)
+        .into_iter()
+        .map(|c| Case {
+            expect: Expect::Allow,
+            ..c
+        })
+        .collect();
+    let bare = fresh.run(fresh.bare(r, &fresh.probe_argv(&ops(&controls))), None);
+    check_cases("the same moves outside", &controls, &bare);
+    fresh
+}
+
 /// The moves that would carry a mask away from its path: swapping a look-alike in for a folder
 /// that holds the state root (`RENAME_EXCHANGE`, both ways), renaming such folders away at
 /// every level, and renaming away a folder between a grant and a refused path in it (`nested`).
@@ -846,14 +863,7 @@ fn masks_pinned_ancestors(r: &Runner) {
     );
 
     // Control: the same moves outside, on a fresh copy of the tree, succeed.
-    let fresh = Fixture::new(r);
-    let fresh_notes = ancestor_layout(&fresh);
-    let controls: Vec<Case> = ancestor_moves(&fresh, &fresh_notes)
-        .into_iter()
-        .map(|c| Case { expect: Allow, ..c })
-        .collect();
-    let bare = fresh.run(fresh.bare(r, &fresh.probe_argv(&ops(&controls))), None);
-    check_cases("the same moves outside", &controls, &bare);
+    let fresh = ancestor_moves_work_outside(r);
     assert!(
         fresh
             .root
@@ -868,7 +878,7 @@ fn masks_pinned_ancestors(r: &Runner) {
 /// fixture's policy (run through the exec-plan helper: at ABI < 9 the fallback rule refuses
 /// landlock-only for a policy with protected roots, for its pathname-socket gap).
 fn landlock_only_ancestors(r: &Runner) {
-    use Expect::{Allow, Deny};
+    use Expect::Deny;
     use sandboxer::linux::planner::{HostFs, plan_with};
     use sandboxer::policy::ResolveOptions;
     let fx = Fixture::new(r);
@@ -920,14 +930,7 @@ fn landlock_only_ancestors(r: &Runner) {
     }
     assert!(fx.state.join("config.json").exists() && notes.join("private").is_dir());
 
-    let fresh = Fixture::new(r);
-    let fresh_notes = ancestor_layout(&fresh);
-    let controls: Vec<Case> = ancestor_moves(&fresh, &fresh_notes)
-        .into_iter()
-        .map(|c| Case { expect: Allow, ..c })
-        .collect();
-    let bare = fresh.run(fresh.bare(r, &fresh.probe_argv(&ops(&controls))), None);
-    check_cases("the same moves outside", &controls, &bare);
+    ancestor_moves_work_outside(r);
 }
 
 /// A Unix socket listener the test process owns, counting who connected.

@@ -11,8 +11,8 @@ use proptest::prelude::*;
 use sandboxer::linux::facts::Blocker;
 use sandboxer::linux::plan::{Facts, FsRight, LandlockRule, MountStep, Plan, Shape};
 use sandboxer::linux::planner::{
-    Decider, EntryKind, GapKind, MemFs, MountEffect, RefusalId, WAYS_OUT_ORIGIN, choose_with,
-    classify, plan_with,
+    Decider, EntryKind, GapKind, MemFs, MountEffect, Refusal, RefusalId, WAYS_OUT_ORIGIN,
+    choose_with, classify, plan_with,
 };
 use sandboxer::policy::{Enforce, ResolveOptions};
 use sandboxer::ways_out::{self, Env};
@@ -131,13 +131,33 @@ fn gap_ids(plan: &Plan) -> Vec<&str> {
     plan.gaps.iter().map(|g| g.id.as_str()).collect()
 }
 
+/// The product policy on this file system, with Landlock ABI `abi` and user namespaces or
+/// not, in the shape `Enforce::Auto` chooses.
+fn choose_product(abi: u32, userns: bool) -> Result<Plan, Refusal> {
+    choose_with(&product(), &facts(abi, userns), &machine(), Enforce::Auto)
+}
+
+/// The refusal's message says `what`.
+#[track_caller]
+fn assert_says(err: &Refusal, what: &str) {
+    assert!(err.message.contains(what), "{}", err.message);
+}
+
+/// A temporary folder (removed when the first value drops) and its real path, to serve as
+/// the home a policy resolves `~` to.
+fn temp_home() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, home)
+}
+
 fn v(plan: &Plan, op: Op, path: &str) -> Verdict {
     plan.decide(op, Path::new(path)).verdict
 }
 
 #[test]
 fn product_masks_plan_snapshot() {
-    let plan = choose_with(&product(), &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    let plan = choose_product(7, true).unwrap();
     assert_eq!(plan.shape, Shape::Masks);
     insta::assert_yaml_snapshot!("product_masks_abi7", plan);
 }
@@ -215,27 +235,34 @@ fn product_masks_plan_decides_like_the_policy() {
 
 #[test]
 fn decisions_name_the_deciding_mask_or_rule() {
-    let plan = choose_with(&product(), &facts(7, true), &machine(), Enforce::Auto).unwrap();
-    let d = plan.decide(
-        Op::Read,
-        Path::new("/home/ada/.local/share/agentworks/config.json"),
-    );
-    assert_eq!(
-        d.to_string(),
-        "deny: mount step 14 covers /home/ada/.local/share/agentworks"
-    );
-    let d = plan.decide(
-        Op::Write,
-        Path::new("/home/ada/Documents/AgentWorks/wf-ref/a.md"),
-    );
-    assert_eq!(
-        d.to_string(),
-        "deny: mount step 16 binds read-only /home/ada/Documents/AgentWorks/wf-ref"
-    );
-    let d = plan.decide(
-        Op::Delete,
-        Path::new("/home/ada/Documents/AgentWorks/wf-main"),
-    );
+    let plan = choose_product(7, true).unwrap();
+    let home = "/home/ada";
+    let docs = "/home/ada/Documents/AgentWorks";
+    for (op, path, says) in [
+        (
+            Op::Read,
+            format!("{home}/.local/share/agentworks/config.json"),
+            format!("deny: mount step 14 covers {home}/.local/share/agentworks"),
+        ),
+        (
+            Op::Write,
+            format!("{docs}/wf-ref/a.md"),
+            format!("deny: mount step 16 binds read-only {docs}/wf-ref"),
+        ),
+        (
+            Op::Read,
+            format!("{home}/.bashrc"),
+            "allow: Landlock rule 0 on / grants read-file".into(),
+        ),
+        (
+            Op::Read,
+            "relative".into(),
+            "deny: the path is not absolute".into(),
+        ),
+    ] {
+        assert_eq!(plan.decide(op, Path::new(&path)).to_string(), says);
+    }
+    let d = plan.decide(Op::Delete, Path::new(&format!("{docs}/wf-main")));
     assert!(
         matches!(
             d.by,
@@ -246,18 +273,11 @@ fn decisions_name_the_deciding_mask_or_rule() {
         ),
         "{d}"
     );
-    let d = plan.decide(Op::Read, Path::new("/home/ada/.bashrc"));
-    assert_eq!(
-        d.to_string(),
-        "allow: Landlock rule 0 on / grants read-file"
-    );
-    let d = plan.decide(Op::Read, Path::new("relative"));
-    assert_eq!(d.to_string(), "deny: the path is not absolute");
 }
 
 #[test]
 fn abi_9_masks_close_sockets_in_read_only_grants_by_hole_punching() {
-    let plan = choose_with(&product(), &facts(9, true), &machine(), Enforce::Auto).unwrap();
+    let plan = choose_product(9, true).unwrap();
     assert_eq!(plan.shape, Shape::Masks);
     let sock = "/home/ada/Documents/AgentWorks/wf-ref/s.sock";
     let d = plan.decide(Op::ConnectUnix, Path::new(sock));
@@ -285,69 +305,39 @@ fn abi_9_masks_close_sockets_in_read_only_grants_by_hole_punching() {
 
 #[test]
 fn fallback_without_user_namespaces_is_a_refusal_that_says_why() {
-    let err = choose_with(&product(), &facts(7, false), &machine(), Enforce::Auto).unwrap_err();
+    let err = choose_product(7, false).unwrap_err();
     assert_eq!(err.id, RefusalId::NoUserNamespaces);
-    assert!(
-        err.message
-            .contains("kernel.apparmor_restrict_unprivileged_userns=0"),
-        "{}",
-        err.message
-    );
-    assert!(
-        err.message.contains("apparmor --install"),
-        "{}",
-        err.message
-    );
+    assert_says(&err, "kernel.apparmor_restrict_unprivileged_userns=0");
+    assert_says(&err, "apparmor --install");
     // Pathname sockets are closed by the socket broker on every ABI.
     assert!(!err.message.contains("pathname-sockets"), "{}", err.message);
-    assert!(
-        err.message.contains("metadata-unguarded"),
-        "{}",
-        err.message
-    );
-    assert!(err.message.contains("bridge-only"), "{}", err.message);
+    assert_says(&err, "metadata-unguarded");
+    assert_says(&err, "bridge-only");
     insta::assert_yaml_snapshot!("refusal_abi7_no_userns", err);
 
     // ABI 9 closes pathname sockets, but metadata of protected files stays open: still refused.
-    let err = choose_with(&product(), &facts(9, false), &machine(), Enforce::Auto).unwrap_err();
+    let err = choose_product(9, false).unwrap_err();
     assert_eq!(err.id, RefusalId::NoUserNamespaces);
     assert!(!err.message.contains("pathname-sockets"), "{}", err.message);
-    assert!(
-        err.message.contains("metadata-unguarded"),
-        "{}",
-        err.message
-    );
+    assert_says(&err, "metadata-unguarded");
 }
 
 #[test]
 fn no_landlock_and_old_landlock_are_refused() {
-    let err = choose_with(&product(), &facts(0, true), &machine(), Enforce::Auto).unwrap_err();
+    let err = choose_product(0, true).unwrap_err();
     assert_eq!(err.id, RefusalId::NoLandlock);
-    assert!(
-        err.message.contains("Landlock is missing"),
-        "{}",
-        err.message
-    );
+    assert_says(&err, "Landlock is missing");
     insta::assert_yaml_snapshot!("refusal_abi0", err);
 
     // Masks alone do not reach abstract sockets: ABI 5 is not enough, and says so.
-    let err = choose_with(&product(), &facts(5, true), &machine(), Enforce::Auto).unwrap_err();
+    let err = choose_product(5, true).unwrap_err();
     assert_eq!(err.id, RefusalId::LandlockTooOld);
-    assert!(
-        err.message.contains("abstract-unix-sockets"),
-        "{}",
-        err.message
-    );
+    assert_says(&err, "abstract-unix-sockets");
     let masks = plan_with(&product(), &facts(5, true), Shape::Masks, &machine()).unwrap();
     let breaking: Vec<&str> = masks.breaking_gaps().map(|g| g.id.as_str()).collect();
     assert_eq!(breaking, ["abstract-unix-sockets"]);
     // ...and ABI 6 is (the documented minimum).
-    assert_eq!(
-        choose_with(&product(), &facts(6, true), &machine(), Enforce::Auto)
-            .unwrap()
-            .shape,
-        Shape::Masks
-    );
+    assert_eq!(choose_product(6, true).unwrap().shape, Shape::Masks);
     assert_eq!(sandboxer::linux::planner::MIN_ABI_MASKS, 6);
 }
 
@@ -356,11 +346,7 @@ fn enforce_knob_limits_the_shapes_tried() {
     let err = choose_with(&product(), &facts(7, false), &machine(), Enforce::Masks).unwrap_err();
     assert_eq!(err.id, RefusalId::NoUserNamespaces);
     assert_eq!(err.attempts.len(), 1);
-    assert!(
-        err.message.contains("asks for `masks` only"),
-        "{}",
-        err.message
-    );
+    assert_says(&err, "asks for `masks` only");
     let err = choose_with(
         &product(),
         &facts(7, true),
@@ -452,22 +438,15 @@ fn pins_hold_every_folder_above_a_masked_or_refused_path() {
     );
     assert!(matches!(plan.mounts[pin], MountStep::Pin { .. }));
     assert!(grant < pin && pin < refuse, "{:#?}", plan.mounts);
-    assert_eq!(
-        v(&plan, Op::Rename, "/home/ada/Documents/notes/wf"),
-        Verdict::Deny
-    );
-    assert_eq!(
-        v(&plan, Op::Read, "/home/ada/Documents/notes/wf/a.md"),
-        Verdict::Allow
-    );
-    assert_eq!(
-        v(&plan, Op::Write, "/home/ada/Documents/notes/wf/a.md"),
-        Verdict::Allow
-    );
-    assert_eq!(
-        v(&plan, Op::Read, "/home/ada/Documents/notes/wf/private/a.md"),
-        Verdict::Deny
-    );
+    for (op, rest, want) in [
+        (Op::Rename, "", Verdict::Deny),
+        (Op::Read, "/a.md", Verdict::Allow),
+        (Op::Write, "/a.md", Verdict::Allow),
+        (Op::Read, "/private/a.md", Verdict::Deny),
+    ] {
+        let path = format!("/home/ada/Documents/notes/wf{rest}");
+        assert_eq!(v(&plan, op, &path), want, "{path}");
+    }
 }
 
 fn linux_policy(text: &str, ways_out: &[(&str, &str)]) -> Policy {
@@ -616,8 +595,7 @@ fn symlinked_rule_paths_are_plan_errors() {
 
 #[test]
 fn host_filesystem_listing_feeds_hole_punching() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = std::fs::canonicalize(dir.path()).unwrap();
+    let (_dir, home) = temp_home();
     std::fs::create_dir_all(home.join("state/chat")).unwrap();
     std::fs::create_dir(home.join("projects")).unwrap();
     std::fs::write(home.join("notes.txt"), "x").unwrap();
@@ -691,7 +669,7 @@ fn the_kernel_handles_only_rights_some_path_is_refused() {
     // Base open, masks: the rule on `/` grants everything, and the command can never mount
     // (no nested user namespace, no capability), so the kernel handles no filesystem right:
     // the domain only scopes.
-    let masks7 = choose_with(&product(), &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    let masks7 = choose_product(7, true).unwrap();
     assert!(masks7.mounts_blocked());
     let k = masks7.landlock.kernel_ruleset(masks7.mounts_blocked());
     assert_eq!(k.handled, []);
@@ -715,7 +693,7 @@ fn the_kernel_handles_only_rights_some_path_is_refused() {
 
     // ABI 9: resolve-unix is refused in the read-only grant, so it stays handled, with the
     // rules that grant it around the grant.
-    let masks9 = choose_with(&product(), &facts(9, true), &machine(), Enforce::Auto).unwrap();
+    let masks9 = choose_product(9, true).unwrap();
     let k = masks9.landlock.kernel_ruleset(masks9.mounts_blocked());
     assert_eq!(k.handled, [FsRight::Refer, FsRight::ResolveUnix]);
     assert_eq!(k.rules[0].rights, [FsRight::Refer]);
@@ -1056,14 +1034,24 @@ proptest! {
 
 // ---- the doctor, live on this machine ---------------------------------------------------------
 
+/// The JSON a `sandboxer` run that succeeded printed.
+#[cfg(target_os = "linux")]
+fn succeeded_json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// `sandboxer doctor --json` on this machine (CI: root on a 6.18 kernel with Landlock ABI 7):
 /// a masks plan for a policy under a temporary home; with a test-only assumption that user
 /// namespaces do not work, a refusal that names the fix — never weaker enforcement.
 #[cfg(target_os = "linux")]
 #[test]
 fn doctor_reports_this_machine_and_the_policys_enforcement() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = std::fs::canonicalize(dir.path()).unwrap();
+    let (_dir, home) = temp_home();
     std::fs::create_dir_all(home.join("state/chat")).unwrap();
     let policy = home.join("p.toml");
     std::fs::write(
@@ -1083,12 +1071,7 @@ fn doctor_reports_this_machine_and_the_policys_enforcement() {
             .args(extra)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        succeeded_json(&out)
     };
     let report = run(&[]);
     let linux = &report["linux"];
@@ -1142,12 +1125,7 @@ fn doctor_probes_namespaces_for_an_unprivileged_user() {
         .env("HOME", dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = succeeded_json(&out);
     let probe = &report["linux"]["probe"];
     assert_eq!(probe["running_as_root"], false);
     assert_eq!(probe["facts"]["uid"], uid);
@@ -1165,8 +1143,7 @@ fn doctor_probes_namespaces_for_an_unprivileged_user() {
 #[cfg(target_os = "linux")]
 #[test]
 fn explain_of_a_refused_policy_is_no_disagreement() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = std::fs::canonicalize(dir.path()).unwrap();
+    let (_dir, home) = temp_home();
     std::fs::create_dir(home.join("secret")).unwrap();
     std::fs::write(home.join("secret/token"), "t").unwrap();
     std::fs::write(home.join("notes.txt"), "n").unwrap();

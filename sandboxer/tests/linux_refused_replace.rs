@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentworks_test_user::{Runner, Who, require_root};
+use agentworks_test_user::{Runner, Who, as_root_and_user, require_root};
 use sandboxer::Target;
 use sandboxer::linux::plan::{Facts, Shape};
 use sandboxer::linux::planner::{self, HostFs};
@@ -35,9 +35,9 @@ const PYTHON: &str = "/usr/bin/python3";
 const ROUNDS: usize = 5;
 
 /// Root, or the test user (these live tests run as root and switch to it).
-fn runner(as_user: bool) -> Runner {
+fn runner(who: Who) -> Runner {
     require_root();
-    Runner::new(if as_user { Who::User } else { Who::Root })
+    Runner::new(who)
 }
 
 /// An example binary of this crate, built once, copied where the runner can execute it.
@@ -160,6 +160,24 @@ impl Fixture {
         fs::write(&path, text).unwrap();
         chown(&path, Some(r.uid), Some(r.gid)).unwrap();
         path
+    }
+
+    /// The chat's argv in the masks shape: `sandboxer exec` of the masks policy (the binary
+    /// where the runner reaches it), running the reader with stat counts.
+    fn masks_chat(&self, r: &Runner) -> Vec<OsString> {
+        let mut chat: Vec<OsString> = vec![
+            reachable(Path::new(env!("CARGO_BIN_EXE_sandboxer")), r).into(),
+            "exec".into(),
+            "--policy".into(),
+            self.policy(r, Shape::Masks).into(),
+            "--home".into(),
+            self.home.clone().into(),
+            "--cwd".into(),
+            self.runtime.clone().into(),
+            "--".into(),
+        ];
+        chat.extend(self.reader_argv(true));
+        chat
     }
 
     fn reader_argv(&self, stat_counts: bool) -> Vec<OsString> {
@@ -306,23 +324,10 @@ fn replace_while_running(fx: &Fixture, r: &Runner, chat: &[OsString]) {
     );
 }
 
-fn masks(as_user: bool) {
-    let r = runner(as_user);
+fn masks(who: Who) {
+    let r = runner(who);
     let fx = Fixture::new(&r);
-    let policy = fx.policy(&r, Shape::Masks);
-    let mut chat: Vec<OsString> = vec![
-        env!("CARGO_BIN_EXE_sandboxer").into(),
-        "exec".into(),
-        "--policy".into(),
-        policy.into(),
-        "--home".into(),
-        fx.home.clone().into(),
-        "--cwd".into(),
-        fx.runtime.clone().into(),
-        "--".into(),
-    ];
-    chat.extend(fx.reader_argv(true));
-    chat[0] = reachable(Path::new(&chat[0]), &r).into();
+    let chat = fx.masks_chat(&r);
     // What the product met before: the placeholder is a folder, so a plain write is refused.
     let child = start_chat(&fx, &r, &chat);
     let plain = r
@@ -341,8 +346,8 @@ fn masks(as_user: bool) {
     replace_while_running(&fx, &r, &chat);
 }
 
-fn landlock_only(as_user: bool) {
-    let r = runner(as_user);
+fn landlock_only(who: Who) {
+    let r = runner(who);
     let fx = Fixture::new(&r);
     let text = fs::read_to_string(fx.policy(&r, Shape::LandlockOnly)).unwrap();
     let opts = ResolveOptions::new(Target::Linux, fx.home.clone(), true).unwrap();
@@ -374,25 +379,9 @@ fn landlock_only(as_user: bool) {
     replace_while_running(&fx, &r, &chat);
 }
 
-#[test]
-fn masks_as_root() {
-    masks(false);
-}
+as_root_and_user!(masks => masks_as_root, masks_as_user);
 
-#[test]
-fn masks_as_user() {
-    masks(true);
-}
-
-#[test]
-fn landlock_only_as_root() {
-    landlock_only(false);
-}
-
-#[test]
-fn landlock_only_as_user() {
-    landlock_only(true);
-}
+as_root_and_user!(landlock_only => landlock_only_as_root, landlock_only_as_user);
 
 /// The children of `pid`.
 fn children(pid: u32) -> Vec<u32> {
@@ -412,22 +401,10 @@ fn comm(pid: u32) -> String {
 
 /// A sandbox still running whose keeper no longer answers: the product's write fails, writes
 /// nothing and leaves the path as it was; once the sandbox has ended, writing works again.
-fn keeper_gone(as_user: bool) {
-    let r = runner(as_user);
+fn keeper_gone(who: Who) {
+    let r = runner(who);
     let fx = Fixture::new(&r);
-    let policy = fx.policy(&r, Shape::Masks);
-    let mut chat: Vec<OsString> = vec![
-        reachable(Path::new(env!("CARGO_BIN_EXE_sandboxer")), &r).into(),
-        "exec".into(),
-        "--policy".into(),
-        policy.into(),
-        "--home".into(),
-        fx.home.clone().into(),
-        "--cwd".into(),
-        fx.runtime.clone().into(),
-        "--".into(),
-    ];
-    chat.extend(fx.reader_argv(true));
+    let chat = fx.masks_chat(&r);
     let writer = example("refused-write", &r);
     let child = start_chat(&fx, &r, &chat);
     // caller (sandboxer exec) ── PID 1 ── {keeper, the chat}
@@ -471,12 +448,4 @@ fn keeper_gone(as_user: bool) {
     product_writes(&r, &writer, &fx.registry, &[&fx.db], "after the chat");
 }
 
-#[test]
-fn keeper_gone_as_root() {
-    keeper_gone(false);
-}
-
-#[test]
-fn keeper_gone_as_user() {
-    keeper_gone(true);
-}
+as_root_and_user!(keeper_gone => keeper_gone_as_root, keeper_gone_as_user);

@@ -28,14 +28,36 @@ fn write_vars(dir: &Path, vars: &[(&str, String)]) -> std::path::PathBuf {
     p
 }
 
-fn probe(queries: &Path, vars: &Path) -> Output {
-    Command::new(sandboxer())
-        .args(["probe", "--json", "--queries"])
+/// `sandboxer probe --json` of `queries` with `vars`, added to `c`.
+fn probe_args<'a>(c: &'a mut Command, queries: &Path, vars: &Path) -> &'a mut Command {
+    c.args(["probe", "--json", "--queries"])
         .arg(queries)
         .arg("--vars")
         .arg(vars)
+}
+
+fn probe(queries: &Path, vars: &Path) -> Output {
+    probe_args(&mut Command::new(sandboxer()), queries, vars)
         .output()
         .unwrap()
+}
+
+/// The report of a probe run that succeeded.
+fn report(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The stderr of a probe run refused with exit 2.
+fn refused(queries: &Path, vars: &Path) -> String {
+    let out = probe(queries, vars);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    err
 }
 
 const QUERIES: &str = r#"version = 1
@@ -100,12 +122,7 @@ fn result<'a>(report: &'a Value, name: &str) -> &'a Value {
 fn unconfined_it_reports_what_happened() {
     let (_t, q, v) = world();
     let out = probe(&q, &v);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = report(&out);
     assert_eq!(r["run_id"], "t1");
     assert_eq!(result(&r, "secret-read")["claim"], "done");
     assert_eq!(result(&r, "secret-read")["output"], "MARK-secret\n");
@@ -131,26 +148,18 @@ fn inside_sandboxer_exec_the_facts_follow_the_policy() {
         ),
     )
     .unwrap();
-    let out = Command::new(sandboxer())
-        .args(["exec", "--policy"])
+    let mut exec = Command::new(sandboxer());
+    exec.args(["exec", "--policy"])
         .arg(&policy)
         .arg("--cwd")
         .arg(dir)
         .arg("--")
-        .arg(sandboxer())
-        .args(["probe", "--json", "--queries"])
-        .arg(&q)
-        .arg("--vars")
-        .arg(&v)
+        .arg(sandboxer());
+    let out = probe_args(&mut exec, &q, &v)
         .env("HOME", dir)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = report(&out);
     let secret = result(&r, "secret-read");
     assert_eq!(secret["claim"], "failed", "{secret}");
     assert!(secret["errno"].as_i64().is_some());
@@ -174,9 +183,7 @@ fn bad_queries_and_vars_are_refused_with_file_line_and_field() {
         ),
     )
     .unwrap();
-    let out = probe(&bad, &v);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = refused(&bad, &v);
     assert!(
         err.contains("bad.toml:23:6: probe[3].op: unknown operation \"unlink\""),
         "{err}"
@@ -184,9 +191,7 @@ fn bad_queries_and_vars_are_refused_with_file_line_and_field() {
 
     // A variable the vars file does not define is unknown.
     let v2 = write_vars(dir, &[("home", "/h".into())]);
-    let out = probe(&q, &v2);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = refused(&q, &v2);
     assert!(
         err.contains("q.toml:6:10: probe[0].target: unknown template variable {dir}"),
         "{err}"

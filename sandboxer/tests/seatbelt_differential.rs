@@ -210,14 +210,15 @@ fn policy_text(shape: &Shape, spelling: &dyn Spelling) -> String {
     let table = |pairs: Vec<(&str, toml::Value)>| -> toml::Value {
         toml::Value::Table(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
     };
-    doc.insert(
-        "protected".into(),
-        protected
+    // `[[protected]]` and `[[refuse]]` entries name a path only.
+    let paths = |paths: &[String]| -> toml::Value {
+        paths
             .iter()
             .map(|p| table(vec![("path", p.clone().into())]))
             .collect::<Vec<_>>()
-            .into(),
-    );
+            .into()
+    };
+    doc.insert("protected".into(), paths(&protected));
     doc.insert(
         "grant".into(),
         grants
@@ -231,14 +232,7 @@ fn policy_text(shape: &Shape, spelling: &dyn Spelling) -> String {
             .collect::<Vec<_>>()
             .into(),
     );
-    doc.insert(
-        "refuse".into(),
-        refuse
-            .iter()
-            .map(|p| table(vec![("path", p.clone().into())]))
-            .collect::<Vec<_>>()
-            .into(),
-    );
+    doc.insert("refuse".into(), paths(&refuse));
     doc.insert(
         "launchers".into(),
         table(vec![("block", shape.block.into())]),
@@ -341,13 +335,18 @@ fn random_paths() -> impl Strategy<Value = Vec<PathBuf>> {
     })
 }
 
-#[test]
-fn profile_decides_like_the_policy() {
-    let mut runner = TestRunner::new(Config {
+/// A proptest runner for `cases()` cases that persists no failures.
+fn runner() -> TestRunner {
+    TestRunner::new(Config {
         cases: cases(),
         failure_persistence: None,
         ..Config::default()
-    });
+    })
+}
+
+#[test]
+fn profile_decides_like_the_policy() {
+    let mut runner = runner();
     let loaded = Cell::new(0u32);
     let refused = Cell::new(0u32);
     let questions = Cell::new(0u64);
@@ -472,11 +471,7 @@ fn filter_shape(kind: &FilterKind, map: &dyn Fn(&str) -> String) -> String {
 
 #[test]
 fn hostile_paths_change_no_rule() {
-    let mut runner = TestRunner::new(Config {
-        cases: cases(),
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = runner();
     let benign = Benign::new();
     let compared = Cell::new(0u32);
     let refused = Cell::new(0u32);

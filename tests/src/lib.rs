@@ -143,6 +143,17 @@ pub fn copy_binaries(bin: &Path) -> (PathBuf, PathBuf) {
     )
 }
 
+/// Gives `path` and everything under it to `uid:gid` (`chown -R`).
+pub fn chown_r(path: &Path, (uid, gid): (u32, u32)) {
+    let st = std::process::Command::new("chown")
+        .arg("-R")
+        .arg(format!("{uid}:{gid}"))
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
 /// Writes `text` to `path` as an executable script.
 pub fn write_script(path: &Path, text: &str) {
     fs::write(path, text).unwrap();

@@ -61,6 +61,16 @@ impl World {
         World { dir, state, home }
     }
 
+    /// A world with chat `c1` on `w1`, whose workflow holds `f` ("ok"), and the disk as it
+    /// is then.
+    fn with_file_f() -> (World, Chat, BTreeMap<PathBuf, String>) {
+        let w = World::new();
+        let c = w.chat("c1", "w1", &[]);
+        std::fs::write(c.workflow.join("f"), "ok").unwrap();
+        let before = w.snapshot();
+        (w, c, before)
+    }
+
     fn workflow(&self, name: &str) -> PathBuf {
         let wf = WorkflowId::new(name).unwrap();
         match self.state.require_workflow(&wf) {
@@ -70,30 +80,35 @@ impl World {
     }
 
     /// A chat on workflow `wf` (plus `attach`), its policy written, its bridge served.
-    fn chat(&self, name: &str, wf: &str, attach: &[&str]) -> Chat {
+    /// A chat in `mode`, added to the state root; returns its id and runtime folder.
+    fn add_chat(&self, name: &str, mode: &str) -> (ChatId, PathBuf) {
         let id = ChatId::new(name).unwrap();
-        let runtime = self
-            .state
-            .add_chat(
-                &id,
-                &ChatSettings {
-                    mode: "bridge-only".into(),
-                },
-            )
-            .unwrap();
+        let settings = ChatSettings { mode: mode.into() };
+        let runtime = self.state.add_chat(&id, &settings).unwrap();
+        (id, runtime)
+    }
+
+    /// The policy a launch on workflow `wf` (plus `attach`) writes for the chat at `runtime`.
+    fn policy_toml(&self, runtime: &Path, wf: &str, attach: &[Attach]) -> String {
+        let wf = WorkflowId::new(wf).unwrap();
+        LaunchGrants::new(&self.state, runtime.to_path_buf(), &wf, attach).policy_toml()
+    }
+
+    /// How policies resolve here: this host, the world's home.
+    fn opts(&self) -> ResolveOptions {
+        ResolveOptions::new(Target::host().unwrap(), self.home.clone(), true).unwrap()
+    }
+
+    fn chat(&self, name: &str, wf: &str, attach: &[&str]) -> Chat {
+        let (id, runtime) = self.add_chat(name, "bridge-only");
         let workflow = self.workflow(wf);
         let attach: Vec<Attach> = attach.iter().map(|a| a.parse().unwrap()).collect();
         for a in &attach {
             self.workflow(a.workflow.as_str());
         }
-        let grants = LaunchGrants::new(
-            &self.state,
-            runtime.clone(),
-            &WorkflowId::new(wf).unwrap(),
-            &attach,
-        );
-        std::fs::write(runtime.join("policy.toml"), grants.policy_toml()).unwrap();
-        let opts = ResolveOptions::new(Target::host().unwrap(), self.home.clone(), true).unwrap();
+        let policy = self.policy_toml(&runtime, wf, &attach);
+        std::fs::write(runtime.join("policy.toml"), policy).unwrap();
+        let opts = self.opts();
         let opened = Arc::new(Mutex::new(Vec::new()));
         let rec = opened.clone();
         let ctx = ChatContext::load(&self.state, &id, &opts)
@@ -183,10 +198,37 @@ fn call(socket: &Path, tool: &str, args: Value) -> Value {
     out[1].clone()
 }
 
+/// Tool arguments naming one path.
+fn at(path: impl AsRef<Path>) -> Value {
+    json!({"path": path.as_ref()})
+}
+
+/// `write_file` arguments: overwrite `path` with `content`.
+fn put(path: impl AsRef<Path>, content: &str) -> Value {
+    json!({"path": path.as_ref(), "content": content})
+}
+
+/// `write_file` arguments: create `path` with the content "x".
+fn create(path: impl AsRef<Path>) -> Value {
+    json!({"path": path.as_ref(), "content": "x", "create": true})
+}
+
+impl Chat {
+    /// One tool call on this chat's socket, in a fresh session.
+    fn call(&self, tool: &str, args: Value) -> Value {
+        call(&self.socket, tool, args)
+    }
+}
+
 fn text(resp: &Value) -> &str {
     resp["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no text content: {resp}"))
+}
+
+/// The message of a JSON-RPC error response.
+fn error_message(resp: &Value) -> &str {
+    resp["error"]["message"].as_str().unwrap()
 }
 
 fn is_error(resp: &Value) -> bool {
@@ -289,39 +331,25 @@ fn reads_writes_and_lists_inside_grants() {
 
     // Create, then overwrite; the disk has exactly what was written.
     let new = wf.join("docs/new.md");
-    let r = call(
-        &c.socket,
+    let r = c.call(
         "write_file",
         json!({"path": new, "content": "hello ✓\n", "create": true}),
     );
     assert!(assert_ok(&r).contains("created"), "{r}");
     assert_eq!(std::fs::read_to_string(&new).unwrap(), "hello ✓\n");
-    let r = call(
-        &c.socket,
-        "write_file",
-        json!({"path": new, "content": "short"}),
-    );
+    let r = c.call("write_file", put(&new, "short"));
     assert_ok(&r);
     assert_eq!(std::fs::read_to_string(&new).unwrap(), "short");
 
     // Without create, a missing file stays missing.
-    let r = call(
-        &c.socket,
-        "write_file",
-        json!({"path": wf.join("docs/absent.md"), "content": "x"}),
-    );
+    let r = c.call("write_file", put(wf.join("docs/absent.md"), "x"));
     assert!(is_error(&r) && text(&r).contains("create: true"), "{r}");
     assert!(!wf.join("docs/absent.md").exists());
 
-    let r = call(
-        &c.socket,
-        "read_file",
-        json!({"path": wf.join("docs/a.md")}),
-    );
+    let r = c.call("read_file", at(wf.join("docs/a.md")));
     assert_eq!(assert_ok(&r), "alpha\n");
     // `.` components are fine; offset and length read a window and say what is left.
-    let r = call(
-        &c.socket,
+    let r = c.call(
         "read_file",
         json!({"path": format!("{}/./docs/a.md", wf.display()), "offset": 1, "length": 3}),
     );
@@ -330,8 +358,7 @@ fn reads_writes_and_lists_inside_grants() {
         r["result"]["content"][1]["text"],
         json!("[read_file: bytes 1..4 of 6; call read_file with offset 4 for more]")
     );
-    let r = call(
-        &c.socket,
+    let r = c.call(
         "read_file",
         json!({"path": wf.join("docs/a.md"), "offset": 4}),
     );
@@ -341,20 +368,12 @@ fn reads_writes_and_lists_inside_grants() {
         1,
         "nothing left: {r}"
     );
-    let r = call(&c.socket, "read_file", json!({"path": new, "length": 2}));
+    let r = c.call("read_file", json!({"path": new, "length": 2}));
     assert_eq!(assert_ok(&r), "sh");
     std::fs::write(wf.join("utf.md"), "é!").unwrap();
-    let r = call(
-        &c.socket,
-        "read_file",
-        json!({"path": wf.join("utf.md"), "length": 1}),
-    );
+    let r = c.call("read_file", json!({"path": wf.join("utf.md"), "length": 1}));
     assert!(is_error(&r), "one byte of a two-byte character: {r}");
-    let r = call(
-        &c.socket,
-        "read_file",
-        json!({"path": wf.join("utf.md"), "length": 2}),
-    );
+    let r = c.call("read_file", json!({"path": wf.join("utf.md"), "length": 2}));
     assert_eq!(assert_ok(&r), "é");
     assert_eq!(
         r["result"]["content"][1]["text"],
@@ -362,11 +381,7 @@ fn reads_writes_and_lists_inside_grants() {
     );
     // A window that would cut a character ends before it; an offset inside one is an error.
     std::fs::write(wf.join("cut.md"), "aé").unwrap();
-    let r = call(
-        &c.socket,
-        "read_file",
-        json!({"path": wf.join("cut.md"), "length": 2}),
-    );
+    let r = c.call("read_file", json!({"path": wf.join("cut.md"), "length": 2}));
     assert_eq!(assert_ok(&r), "a");
     assert!(
         text(&r).len() == 1
@@ -375,29 +390,21 @@ fn reads_writes_and_lists_inside_grants() {
                 .unwrap()
                 .contains("offset 1")
     );
-    let r = call(
-        &c.socket,
-        "read_file",
-        json!({"path": wf.join("utf.md"), "offset": 1}),
-    );
+    let r = c.call("read_file", json!({"path": wf.join("utf.md"), "offset": 1}));
     assert!(
         is_error(&r) && text(&r).contains("inside a character"),
         "{r}"
     );
     std::fs::write(wf.join("bin"), [0xff, 0x00, 0x01]).unwrap();
-    let r = call(&c.socket, "read_file", json!({"path": wf.join("bin")}));
+    let r = c.call("read_file", at(wf.join("bin")));
     assert!(is_error(&r) && text(&r).contains("not UTF-8"), "{r}");
 
     // The runtime is granted too.
     std::fs::write(c.runtime.join("note.txt"), "runtime note").unwrap();
-    let r = call(
-        &c.socket,
-        "read_file",
-        json!({"path": c.runtime.join("note.txt")}),
-    );
+    let r = c.call("read_file", at(c.runtime.join("note.txt")));
     assert_eq!(assert_ok(&r), "runtime note");
 
-    let r = call(&c.socket, "list_dir", json!({"path": wf.join("docs")}));
+    let r = c.call("list_dir", at(wf.join("docs")));
     let listing = assert_ok(&r);
     assert!(
         listing.starts_with(&format!("{}:\n", wf.join("docs").display())),
@@ -405,19 +412,15 @@ fn reads_writes_and_lists_inside_grants() {
     );
     assert!(listing.contains("file  a.md  (6 bytes)"), "{listing}");
     assert!(listing.contains("file  new.md  (5 bytes)"), "{listing}");
-    let r = call(&c.socket, "list_dir", json!({"path": wf}));
+    let r = c.call("list_dir", at(wf));
     assert!(assert_ok(&r).contains("dir   docs/"), "{r}");
 
     // A symlink inside the grant to a file inside the grant reads through; writing through it
     // is refused (the bridge never writes through a link).
     std::os::unix::fs::symlink(wf.join("docs/a.md"), wf.join("alias.md")).unwrap();
-    let r = call(&c.socket, "read_file", json!({"path": wf.join("alias.md")}));
+    let r = c.call("read_file", at(wf.join("alias.md")));
     assert_eq!(assert_ok(&r), "alpha\n");
-    let r = call(
-        &c.socket,
-        "write_file",
-        json!({"path": wf.join("alias.md"), "content": "x"}),
-    );
+    let r = c.call("write_file", put(wf.join("alias.md"), "x"));
     assert_refused(&r, "symbolic link");
     assert_eq!(
         std::fs::read_to_string(wf.join("docs/a.md")).unwrap(),
@@ -425,22 +428,19 @@ fn reads_writes_and_lists_inside_grants() {
     );
 
     // Misuse that is not a refusal is an error the model can read.
-    let r = call(&c.socket, "read_file", json!({"path": wf.join("docs")}));
+    let r = c.call("read_file", at(wf.join("docs")));
     assert!(is_error(&r) && text(&r).contains("list_dir"), "{r}");
-    let r = call(
-        &c.socket,
+    let r = c.call(
         "read_file",
         json!({"path": wf.join("docs/a.md"), "bogus": 1}),
     );
     assert!(is_error(&r) && text(&r).contains("unknown argument"), "{r}");
-    let r = call(&c.socket, "read_file", json!({}));
+    let r = c.call("read_file", json!({}));
     assert!(
         is_error(&r) && text(&r).contains("missing required argument"),
         "{r}"
     );
-    let r = call(
-        &c.socket,
-        "write_file",
+    let r = c.call("write_file",
         json!({"path": wf.join("big"), "content": "x".repeat(bridge::MAX_WRITE + 1), "create": true}),
     );
     assert!(is_error(&r) && text(&r).contains("at most"), "{r}");
@@ -486,182 +486,53 @@ fn refusals_outside_grants_change_nothing() {
     let config = w.state.config_json();
     let before = w.snapshot();
 
+    const READ: &str = "read_file";
+    const LIST: &str = "list_dir";
+    const WRITE: &str = "write_file";
+    const ROOT: &str = "protected root";
+    const REFUSED: &str = "refused path";
+    let up = |rest: &str| format!("{}/{rest}", wf.display());
+    let token = wf.join("root-link/state/cli-runtimes/v1/c2/token");
     let cases: Vec<(&str, Value, &str)> = vec![
-        ("read_file", json!({"path": config}), "protected root"),
-        (
-            "read_file",
-            json!({"path": w.state.path().join("no-such-file")}),
-            "protected root",
-        ),
-        (
-            "read_file",
-            json!({"path": w2.join("secret.md")}),
-            "protected root",
-        ),
-        (
-            "read_file",
-            json!({"path": other.runtime.join("token")}),
-            "protected root",
-        ),
-        (
-            "read_file",
-            json!({"path": other.runtime.join("policy.toml")}),
-            "protected root",
-        ),
-        (
-            "read_file",
-            json!({"path": format!("{}/../w2/secret.md", wf.display())}),
-            "'..'",
-        ),
-        (
-            "read_file",
-            json!({"path": format!("{}/sub/../../../config.json", wf.display())}),
-            "'..'",
-        ),
-        (
-            "read_file",
-            json!({"path": "w1/secret.md"}),
-            "not an absolute path",
-        ),
-        (
-            "read_file",
-            json!({"path": format!("{}/a\u{0}b", wf.display())}),
-            "NUL",
-        ),
-        (
-            "read_file",
-            json!({"path": wf.join("config-link")}),
-            "protected root",
-        ),
-        (
-            "read_file",
-            json!({"path": wf.join("w2-link/secret.md")}),
-            "protected root",
-        ),
-        (
-            "read_file",
-            json!({"path": wf.join("w2-link/missing.md")}),
-            "protected root",
-        ),
-        (
-            "read_file",
-            json!({"path": wf.join("root-link/state/cli-runtimes/v1/c2/token")}),
-            "protected root",
-        ),
-        (
-            "read_file",
-            json!({"path": wf.join("hard.md")}),
-            "hard links",
-        ),
-        (
-            "read_file",
-            json!({"path": wf.join("planning/plan.md")}),
-            "refused path",
-        ),
-        (
-            "list_dir",
-            json!({"path": wf.join("planning")}),
-            "refused path",
-        ),
-        ("list_dir", json!({"path": w2}), "protected root"),
-        (
-            "list_dir",
-            json!({"path": w.state.path()}),
-            "protected root",
-        ),
-        (
-            "list_dir",
-            json!({"path": wf.join("w2-link")}),
-            "protected root",
-        ),
-        (
-            "list_dir",
-            json!({"path": wf.join("root-link")}),
-            "protected root",
-        ),
-        (
-            "write_file",
-            json!({"path": config, "content": "{}"}),
-            "protected root",
-        ),
-        (
-            "write_file",
-            json!({"path": w2.join("secret.md"), "content": "x"}),
-            "protected root",
-        ),
-        (
-            "write_file",
-            json!({"path": w2.join("new.md"), "content": "x", "create": true}),
-            "protected root",
-        ),
-        (
-            "write_file",
-            json!({"path": w2.join("no/such/dir/new.md"), "content": "x", "create": true}),
-            "protected root",
-        ),
-        (
-            "write_file",
-            json!({"path": other.runtime.join("token"), "content": "x"}),
-            "protected root",
-        ),
-        (
-            "write_file",
-            json!({"path": wf.join("config-link"), "content": "{}"}),
-            "symbolic link",
-        ),
-        (
-            "write_file",
-            json!({"path": wf.join("w2-link/secret.md"), "content": "x"}),
-            "protected root",
-        ),
-        (
-            "write_file",
-            json!({"path": wf.join("w2-link/new.md"), "content": "x", "create": true}),
-            "protected root",
-        ),
-        (
-            "write_file",
-            json!({"path": wf.join("hard.md"), "content": "x"}),
-            "hard links",
-        ),
-        (
-            "write_file",
-            json!({"path": wf.join("planning/plan.md"), "content": "x"}),
-            "refused path",
-        ),
-        (
-            "write_file",
-            json!({"path": wf.join("planning/new.md"), "content": "x", "create": true}),
-            "refused path",
-        ),
-        (
-            "write_file",
-            json!({"path": wf.join("workflow.db"), "content": "x", "create": true}),
-            "refused path",
-        ),
-        (
-            "write_file",
-            json!({"path": wf.join("planning"), "content": "x", "create": true}),
-            "refused path",
-        ),
-        (
-            "write_file",
-            json!({"path": format!("{}/sub/../new.md", wf.display()), "content": "x", "create": true}),
-            "'..'",
-        ),
-        (
-            "write_file",
-            json!({"path": format!("{}/n\u{0}ul", wf.display()), "content": "x", "create": true}),
-            "NUL",
-        ),
-        (
-            "write_file",
-            json!({"path": "relative.md", "content": "x", "create": true}),
-            "not an absolute path",
-        ),
+        (READ, at(&config), ROOT),
+        (READ, at(w.state.path().join("no-such-file")), ROOT),
+        (READ, at(w2.join("secret.md")), ROOT),
+        (READ, at(other.runtime.join("token")), ROOT),
+        (READ, at(other.runtime.join("policy.toml")), ROOT),
+        (READ, at(up("../w2/secret.md")), "'..'"),
+        (READ, at(up("sub/../../../config.json")), "'..'"),
+        (READ, at("w1/secret.md"), "not an absolute path"),
+        (READ, at(up("a\u{0}b")), "NUL"),
+        (READ, at(wf.join("config-link")), ROOT),
+        (READ, at(wf.join("w2-link/secret.md")), ROOT),
+        (READ, at(wf.join("w2-link/missing.md")), ROOT),
+        (READ, at(&token), ROOT),
+        (READ, at(wf.join("hard.md")), "hard links"),
+        (READ, at(wf.join("planning/plan.md")), REFUSED),
+        (LIST, at(wf.join("planning")), REFUSED),
+        (LIST, at(&w2), ROOT),
+        (LIST, at(w.state.path()), ROOT),
+        (LIST, at(wf.join("w2-link")), ROOT),
+        (LIST, at(wf.join("root-link")), ROOT),
+        (WRITE, put(&config, "{}"), ROOT),
+        (WRITE, put(w2.join("secret.md"), "x"), ROOT),
+        (WRITE, create(w2.join("new.md")), ROOT),
+        (WRITE, create(w2.join("no/such/dir/new.md")), ROOT),
+        (WRITE, put(other.runtime.join("token"), "x"), ROOT),
+        (WRITE, put(wf.join("config-link"), "{}"), "symbolic link"),
+        (WRITE, put(wf.join("w2-link/secret.md"), "x"), ROOT),
+        (WRITE, create(wf.join("w2-link/new.md")), ROOT),
+        (WRITE, put(wf.join("hard.md"), "x"), "hard links"),
+        (WRITE, put(wf.join("planning/plan.md"), "x"), REFUSED),
+        (WRITE, create(wf.join("planning/new.md")), REFUSED),
+        (WRITE, create(wf.join("workflow.db")), REFUSED),
+        (WRITE, create(wf.join("planning")), REFUSED),
+        (WRITE, create(up("sub/../new.md")), "'..'"),
+        (WRITE, create(up("n\u{0}ul")), "NUL"),
+        (WRITE, create("relative.md"), "not an absolute path"),
     ];
     for (tool, args, why) in &cases {
-        let r = call(&c.socket, tool, args.clone());
+        let r = c.call(tool, args.clone());
         assert_refused(&r, why);
         // A refusal never tells whether the thing exists.
         assert!(!text(&r).contains("does not exist"), "{r}");
@@ -692,42 +563,18 @@ fn second_chat_socket_is_that_chats_identity() {
     std::fs::write(a.workflow.join("doc.md"), "wa doc").unwrap();
     std::fs::write(b.workflow.join("doc.md"), "wb doc").unwrap();
     // Both served by this one process; each socket decides with its own chat's policy.
-    let r = call(
-        &b.socket,
-        "read_file",
-        json!({"path": a.runtime.join("mine")}),
-    );
+    let r = b.call("read_file", at(a.runtime.join("mine")));
     assert_refused(&r, "protected root");
-    let r = call(
-        &a.socket,
-        "read_file",
-        json!({"path": a.runtime.join("mine")}),
-    );
+    let r = a.call("read_file", at(a.runtime.join("mine")));
     assert_eq!(assert_ok(&r), "a's");
-    let r = call(
-        &a.socket,
-        "read_file",
-        json!({"path": b.workflow.join("doc.md")}),
-    );
+    let r = a.call("read_file", at(b.workflow.join("doc.md")));
     assert_refused(&r, "protected root");
-    let r = call(
-        &b.socket,
-        "read_file",
-        json!({"path": b.workflow.join("doc.md")}),
-    );
+    let r = b.call("read_file", at(b.workflow.join("doc.md")));
     assert_eq!(assert_ok(&r), "wb doc");
     // b has wa attached read-only: it may read but not write it.
-    let r = call(
-        &b.socket,
-        "read_file",
-        json!({"path": a.workflow.join("doc.md")}),
-    );
+    let r = b.call("read_file", at(a.workflow.join("doc.md")));
     assert_eq!(assert_ok(&r), "wa doc");
-    let r = call(
-        &b.socket,
-        "write_file",
-        json!({"path": a.workflow.join("doc.md"), "content": "x"}),
-    );
+    let r = b.call("write_file", put(a.workflow.join("doc.md"), "x"));
     assert_refused(&r, "read-only grant");
     assert_eq!(
         std::fs::read_to_string(a.workflow.join("doc.md")).unwrap(),
@@ -746,7 +593,7 @@ fn open_url_allow_list() {
         "http://localhost:8080",
         "http://LOCALHOST:8080/app",
     ] {
-        let r = call(&c.socket, "open_url", json!({"url": url}));
+        let r = c.call("open_url", json!({"url": url}));
         assert_eq!(assert_ok(&r), format!("opened {url} with test-opener"));
     }
     let refused = [
@@ -768,7 +615,7 @@ fn open_url_allow_list() {
         ("https://docs.example.com/\u{202e}", "printable ASCII"),
     ];
     for (url, why) in refused {
-        let r = call(&c.socket, "open_url", json!({"url": url}));
+        let r = c.call("open_url", json!({"url": url}));
         assert_refused(&r, why);
     }
     assert_eq!(
@@ -798,25 +645,14 @@ fn open_url_allow_list() {
 #[test]
 fn open_url_without_an_opener_returns_the_url() {
     let w = World::new();
-    let id = ChatId::new("c1").unwrap();
-    w.state
-        .add_chat(
-            &id,
-            &ChatSettings {
-                mode: "auto".into(),
-            },
-        )
-        .unwrap();
+    let (id, runtime) = w.add_chat("c1", "auto");
     w.workflow("w1");
-    let runtime = w.state.runtime(&id);
-    let grants = LaunchGrants::new(
-        &w.state,
-        runtime.clone(),
-        &WorkflowId::new("w1").unwrap(),
-        &[],
-    );
-    std::fs::write(runtime.join("policy.toml"), grants.policy_toml()).unwrap();
-    let opts = ResolveOptions::new(Target::host().unwrap(), w.home.clone(), true).unwrap();
+    std::fs::write(
+        runtime.join("policy.toml"),
+        w.policy_toml(&runtime, "w1", &[]),
+    )
+    .unwrap();
+    let opts = w.opts();
     let ctx = ChatContext::load(&w.state, &id, &opts)
         .unwrap()
         .with_opener(Opener::Custom(Arc::new(|_: &str| OpenOutcome::NotOpened {
@@ -842,10 +678,7 @@ fn open_url_without_an_opener_returns_the_url() {
 
 #[test]
 fn protocol_errors_through_the_shim() {
-    let w = World::new();
-    let c = w.chat("c1", "w1", &[]);
-    std::fs::write(c.workflow.join("f"), "ok").unwrap();
-    let before = w.snapshot();
+    let (w, c, before) = World::with_file_f();
     let mut lines = init_lines();
     lines.push("{not json".into());
     lines.push("[1,2,3]".into());
@@ -856,31 +689,17 @@ fn protocol_errors_through_the_shim() {
     );
     lines.push(json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":"path"}}).to_string());
     lines.push(json!({"jsonrpc":"2.0","id":4,"method":"no/such/method"}).to_string());
-    lines.push(call_line(
-        5,
-        "read_file",
-        json!({"path": c.workflow.join("f")}),
-    ));
+    lines.push(call_line(5, "read_file", at(c.workflow.join("f"))));
     let out = session(&c.socket, &lines);
     assert_eq!(out.len(), 9, "{out:#?}");
     assert_eq!(out[1]["error"]["code"], json!(-32700));
     assert_eq!(out[1]["id"], Value::Null);
     assert_eq!(out[2]["error"]["code"], json!(-32600));
     assert_eq!(out[3]["error"]["code"], json!(-32600));
-    assert!(
-        out[3]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("longer than")
-    );
+    assert!(error_message(&out[3]).contains("longer than"));
     assert_eq!(out[4]["id"], json!(1));
     assert_eq!(out[4]["error"]["code"], json!(-32602));
-    assert!(
-        out[4]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("Unknown tool")
-    );
+    assert!(error_message(&out[4]).contains("Unknown tool"));
     assert_eq!(out[5]["error"]["code"], json!(-32602));
     assert_eq!(out[6]["error"]["code"], json!(-32602));
     assert_eq!(out[7]["error"]["code"], json!(-32601));
@@ -927,10 +746,7 @@ impl Raw {
 
 #[test]
 fn protocol_errors_on_the_socket() {
-    let w = World::new();
-    let c = w.chat("c1", "w1", &[]);
-    std::fs::write(c.workflow.join("f"), "ok").unwrap();
-    let before = w.snapshot();
+    let (w, c, before) = World::with_file_f();
     let mut raw = Raw::connect(&c.socket);
     raw.send(b"{oops");
     assert_eq!(raw.recv().unwrap()["error"]["code"], json!(-32700));
@@ -967,7 +783,7 @@ fn socket_is_private_single_and_cleaned_up() {
     let mode = std::fs::metadata(&c.socket).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 
-    let opts = ResolveOptions::new(Target::host().unwrap(), w.home.clone(), true).unwrap();
+    let opts = w.opts();
     let ctx = || ChatContext::load(&w.state, &c.id, &opts).unwrap();
     // A live socket is never taken over.
     match bridge::serve(&c.socket, ctx(), |_| {}) {
@@ -997,7 +813,7 @@ fn socket_is_private_single_and_cleaned_up() {
     // A stale socket or a planted file at the path is replaced.
     std::fs::write(&socket, "planted").unwrap();
     let h = bridge::serve(&socket, ctx(), |_| {}).unwrap();
-    let r = call(&socket, "list_dir", json!({"path": w.workflow("w1")}));
+    let r = call(&socket, "list_dir", at(w.workflow("w1")));
     assert_ok(&r);
     drop(h);
     assert!(!socket.exists());
@@ -1006,17 +822,8 @@ fn socket_is_private_single_and_cleaned_up() {
 #[test]
 fn the_policy_file_is_checked_before_serving() {
     let w = World::new();
-    let id = ChatId::new("c1").unwrap();
-    w.state
-        .add_chat(
-            &id,
-            &ChatSettings {
-                mode: "auto".into(),
-            },
-        )
-        .unwrap();
-    let runtime = w.state.runtime(&id);
-    let opts = ResolveOptions::new(Target::host().unwrap(), w.home.clone(), true).unwrap();
+    let (id, runtime) = w.add_chat("c1", "auto");
+    let opts = w.opts();
     assert!(
         matches!(
             ChatContext::load(&w.state, &id, &opts),
@@ -1048,13 +855,7 @@ fn the_policy_file_is_checked_before_serving() {
     };
     let off_host = ResolveOptions::new(other, w.home.clone(), false).unwrap();
     w.workflow("w1");
-    let good = LaunchGrants::new(
-        &w.state,
-        runtime.clone(),
-        &WorkflowId::new("w1").unwrap(),
-        &[],
-    )
-    .policy_toml();
+    let good = w.policy_toml(&runtime, "w1", &[]);
     assert!(ChatContext::from_toml(&w.state, &id, &good, "(launch)", &opts).is_ok());
     assert!(matches!(
         ChatContext::from_toml(&w.state, &id, &good, "(launch)", &off_host),
@@ -1148,11 +949,7 @@ fn hammer(socket: &Path, dir: &Path, thread: usize) {
             "write_file",
             json!({"path": file, "content": content, "create": create}),
         ));
-        lines.push(call_line(
-            format!("r{thread}-{j}"),
-            "read_file",
-            json!({"path": file}),
-        ));
+        lines.push(call_line(format!("r{thread}-{j}"), "read_file", at(&file)));
         expect.push(content);
     }
     let out = session(socket, &lines);
@@ -1295,6 +1092,19 @@ fn run_inspector(w: &World, shim: &Path, socket: &Path, args: &[&str]) -> (i32, 
     (out.status.code().unwrap_or(-1), result)
 }
 
+/// One `tools/call` of `tool` through the inspector; `arg` is how its arguments are given
+/// (`--tool-arg` with `name=value`, or `--tool-args-json` with an object).
+fn call_inspector(
+    w: &World,
+    shim: &Path,
+    socket: &Path,
+    tool: &str,
+    arg: [&str; 2],
+) -> (i32, Value) {
+    let call = ["--method", "tools/call", "--tool-name", tool];
+    run_inspector(w, shim, socket, &[&call[..], &arg[..]].concat())
+}
+
 #[test]
 fn the_mcp_inspector_drives_the_shim() {
     let inspector_present = inspector_js();
@@ -1325,42 +1135,25 @@ fn the_mcp_inspector_drives_the_shim() {
         );
     }
 
-    let doc = c.workflow.join("doc.md");
-    let (code, read) = run_inspector(
-        &w,
-        &shim,
-        &c.socket,
-        &[
-            "--method",
-            "tools/call",
-            "--tool-name",
+    let inspect = |tool: &str, arg: [&str; 2]| call_inspector(&w, &shim, &c.socket, tool, arg);
+    let read = |p: &Path| {
+        inspect(
             "read_file",
-            "--tool-arg",
-            &format!("path={}", doc.display()),
-        ],
-    );
+            ["--tool-arg", &format!("path={}", p.display())],
+        )
+    };
+    let doc = c.workflow.join("doc.md");
+    let (code, read_doc) = read(&doc);
     assert_eq!(
-        (code, &read["content"][0]["text"]),
+        (code, &read_doc["content"][0]["text"]),
         (0, &json!("from the workflow")),
-        "{read}"
+        "{read_doc}"
     );
 
     let new = c.workflow.join("by-inspector.md");
     let args =
         json!({"path": new, "content": "written by a real client", "create": true}).to_string();
-    let (code, wrote) = run_inspector(
-        &w,
-        &shim,
-        &c.socket,
-        &[
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "write_file",
-            "--tool-args-json",
-            &args,
-        ],
-    );
+    let (code, wrote) = inspect("write_file", ["--tool-args-json", &args]);
     assert_eq!((code, &wrote["isError"]), (0, &json!(false)), "{wrote}");
     assert_eq!(
         std::fs::read_to_string(&new).unwrap(),
@@ -1368,19 +1161,7 @@ fn the_mcp_inspector_drives_the_shim() {
     );
 
     let config = w.state.config_json();
-    let (code, refused) = run_inspector(
-        &w,
-        &shim,
-        &c.socket,
-        &[
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "read_file",
-            "--tool-arg",
-            &format!("path={}", config.display()),
-        ],
-    );
+    let (code, refused) = read(&config);
     assert_eq!((code, &refused["isError"]), (5, &json!(true)), "{refused}");
     assert!(
         refused["content"][0]["text"]
@@ -1484,17 +1265,10 @@ fn bridge_stays_in_its_own_mount_namespace() {
     // Control: the bridge serves the granted paths, and the same file through its own path
     // is what the chat may not read.
     assert_eq!(
-        assert_ok(&call(
-            &c.socket,
-            "read_file",
-            json!({"path": wf.join("ok.txt")})
-        )),
+        assert_ok(&c.call("read_file", at(wf.join("ok.txt")))),
         "granted"
     );
-    assert_refused(
-        &call(&c.socket, "read_file", json!({"path": config})),
-        "protected root",
-    );
+    assert_refused(&c.call("read_file", at(&config)), "protected root");
     // Links planted inside the grant that lead there are no way around it.
     std::os::unix::fs::symlink(view.join("notes.txt"), wf.join("via-link")).unwrap();
     std::os::unix::fs::symlink(&other_cwd, wf.join("cwd-link")).unwrap();
@@ -1536,20 +1310,16 @@ fn bridge_stays_in_its_own_mount_namespace() {
     ];
     let mut seen = Vec::new();
     for p in &reads {
-        seen.push((
-            "read_file",
-            call(&c.socket, "read_file", json!({"path": p})),
-        ));
+        seen.push(("read_file", c.call("read_file", at(p))));
     }
     for p in &lists {
-        seen.push(("list_dir", call(&c.socket, "list_dir", json!({"path": p}))));
+        seen.push(("list_dir", c.call("list_dir", at(p))));
     }
     for p in &writes {
         for create in [false, true] {
             seen.push((
                 "write_file",
-                call(
-                    &c.socket,
+                c.call(
                     "write_file",
                     json!({"path": p, "content": "planted", "create": create}),
                 ),

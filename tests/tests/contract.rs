@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use agentworks_e2e::{
-    TEST_USER, as_test_user, copy_binaries, dispatcher_bin, repo, require_root, test_user_ids,
-    world_dir,
+    TEST_USER, Who, as_root_and_user, as_test_user, copy_binaries, dispatcher_bin, repo,
+    require_root, test_user_ids, world_dir,
 };
 use serde_json::Value;
 
@@ -35,12 +35,6 @@ fn serial() -> Serial {
     // SAFETY: flock on a descriptor we own; released when the file is closed.
     assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
     Serial { _lock: f }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Who {
-    Root,
-    User,
 }
 
 /// The binaries copied where the runner can execute them (a temp folder, mode 0755), and
@@ -124,8 +118,11 @@ fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
 }
 
 /// Failing probe names per (launch, platform, how), every column of the group agreeing.
-fn failures(report: &Value) -> BTreeMap<(String, String, String), BTreeSet<String>> {
-    let mut out: BTreeMap<(String, String, String), BTreeSet<String>> = BTreeMap::new();
+/// The failing probes of a report by (launch, platform, how).
+type Failures = BTreeMap<(String, String, String), BTreeSet<String>>;
+
+fn failures(report: &Value) -> Failures {
+    let mut out: Failures = BTreeMap::new();
     let mut seen: BTreeMap<(String, String, String), String> = BTreeMap::new();
     for c in report["columns"].as_array().unwrap() {
         let key = (
@@ -162,6 +159,18 @@ fn failures(report: &Value) -> BTreeMap<(String, String, String), BTreeSet<Strin
 
 fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| s.to_string()).collect()
+}
+
+/// Exactly `chat` fails for the chat and exactly `step` for both steps, live on Linux and
+/// evaluated for macOS alike.
+#[track_caller]
+fn assert_fail_alike(f: &Failures, chat: &BTreeSet<String>, step: &BTreeSet<String>) {
+    assert_eq!(&f[&key("chat", "linux", "live")], chat);
+    assert_eq!(&f[&key("chat", "macos", "evaluated")], chat);
+    for launch in ["agent-step", "scripted-step"] {
+        assert_eq!(&f[&key(launch, "linux", "live")], step, "{launch}");
+        assert_eq!(&f[&key(launch, "macos", "evaluated")], step, "{launch}");
+    }
 }
 
 fn key(launch: &str, platform: &str, how: &str) -> (String, String, String) {
@@ -343,15 +352,11 @@ fn whole_contract_passes(who: Who) {
     }
 }
 
-#[test]
-fn the_whole_contract_passes_for_every_cli_as_root() {
-    whole_contract_passes(Who::Root);
-}
-
-#[test]
-fn the_whole_contract_passes_for_every_cli_as_sbx_test() {
-    whole_contract_passes(Who::User);
-}
+as_root_and_user!(
+    whole_contract_passes =>
+    the_whole_contract_passes_for_every_cli_as_root,
+    the_whole_contract_passes_for_every_cli_as_sbx_test
+);
 
 /// The probes that guard the state root outside the chat's grants (chat contract).
 const CHAT_PROTECTED: &[&str] = &[
@@ -420,12 +425,7 @@ fn broken_policies_fail_on_the_right_probes() {
         "other-workflow-exec",
     ]);
     let step = set(&["step-other-workflow-read", "step-other-workflow-write"]);
-    assert_eq!(f[&key("chat", "linux", "live")], chat);
-    assert_eq!(f[&key("chat", "macos", "evaluated")], chat);
-    for launch in ["agent-step", "scripted-step"] {
-        assert_eq!(f[&key(launch, "linux", "live")], step, "{launch}");
-        assert_eq!(f[&key(launch, "macos", "evaluated")], step, "{launch}");
-    }
+    assert_fail_alike(&f, &chat, &step);
 
     // The refuse list emptied: exactly the planning/ and workflow.db probes fail, present or
     // absent at launch, direct or through a link or a rename, the move of an ancestor of the
@@ -448,12 +448,7 @@ fn broken_policies_fail_on_the_right_probes() {
         "product-write-refused-missing-at-launch",
     ]);
     let step = set(&["step-planning-create", "step-workflow-db-create"]);
-    assert_eq!(f[&key("chat", "linux", "live")], chat);
-    assert_eq!(f[&key("chat", "macos", "evaluated")], chat);
-    for launch in ["agent-step", "scripted-step"] {
-        assert_eq!(f[&key(launch, "linux", "live")], step, "{launch}");
-        assert_eq!(f[&key(launch, "macos", "evaluated")], step, "{launch}");
-    }
+    assert_fail_alike(&f, &chat, &step);
 
     // Launchers unblocked: every macOS launcher probe fails; Linux has no launcher binaries,
     // so nothing changes there (its ways out are a separate switch, below).
@@ -590,6 +585,23 @@ fn linux_probe_expectations() -> BTreeMap<String, (String, String)> {
     out
 }
 
+/// Runs every probe for claude with a fake harness that reports `verdict` for each; checks
+/// the run fails and no live column errs, and returns the live columns' results.
+fn live_results_with_harness(b: &Bins, verdict: &str) -> Vec<Value> {
+    let fake = fake_harness(b._tmp.path(), verdict);
+    let harness = fake.to_str().unwrap();
+    let (r, out) = b.json(&["--all", "--cli", "claude", "--harness", harness]);
+    assert_eq!(out.status.code(), Some(1));
+    let mut results = Vec::new();
+    for c in r["columns"].as_array().unwrap() {
+        if str_of(c, "how") == "live" {
+            assert!(c["error"].is_null(), "{}", c["error"]);
+            results.extend(c["results"].as_array().unwrap().iter().cloned());
+        }
+    }
+    results
+}
+
 #[test]
 fn a_harness_that_lies_cannot_make_a_probe_pass() {
     let b = bins(Who::Root);
@@ -598,67 +610,33 @@ fn a_harness_that_lies_cannot_make_a_probe_pass() {
 
     // Lying "denied" everywhere: no evidence appears, so exactly the allow-probes fail, each
     // with got = deny; the deny-probes pass (it did nothing), and nothing is inconsistent.
-    let fake = fake_harness(b._tmp.path(), "failed");
-    let (r, out) = b.json(&[
-        "--all",
-        "--cli",
-        "claude",
-        "--harness",
-        fake.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    for c in r["columns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| str_of(c, "how") == "live")
-    {
-        assert!(c["error"].is_null(), "{}", c["error"]);
-        for p in c["results"].as_array().unwrap() {
-            let name = str_of(p, "probe");
-            let (expect, _) = &expectations[name];
-            assert_eq!(str_of(p, "got"), "deny", "{name}");
-            assert_eq!(
-                p["pass"].as_bool().unwrap(),
-                expect == "deny",
-                "{name}: {p}"
-            );
-        }
+    for p in &live_results_with_harness(&b, "failed") {
+        let name = str_of(p, "probe");
+        let (expect, _) = &expectations[name];
+        assert_eq!(str_of(p, "got"), "deny", "{name}");
+        assert_eq!(
+            p["pass"].as_bool().unwrap(),
+            expect == "deny",
+            "{name}: {p}"
+        );
     }
 
     // Lying "done" everywhere: no evidence appears either. Every probe with a side effect
     // fails as inconsistent — the deny-probes among them included — and so does every read
     // that claims bytes without the marker. Only listings (which a mask legitimately empties)
     // are judged by the marker alone: they come out deny. Nothing is ever allowed.
-    let fake = fake_harness(b._tmp.path(), "done");
-    let (r, out) = b.json(&[
-        "--all",
-        "--cli",
-        "claude",
-        "--harness",
-        fake.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    for c in r["columns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| str_of(c, "how") == "live")
-    {
-        assert!(c["error"].is_null(), "{}", c["error"]);
-        for p in c["results"].as_array().unwrap() {
-            let name = str_of(p, "probe");
-            let (expect, op) = &expectations[name];
-            assert_ne!(p["got"].as_str(), Some("allow"), "{name}");
-            let should_pass = expect == "deny" && op == "list";
-            assert_eq!(p["pass"].as_bool().unwrap(), should_pass, "{name}: {p}");
-            if expect == "deny" && op != "list" {
-                let ev = str_of(p, "evidence");
-                assert!(
-                    ev.contains("no evidence") || ev.contains("but not the marker"),
-                    "{name}: {ev}"
-                );
-            }
+    for p in &live_results_with_harness(&b, "done") {
+        let name = str_of(p, "probe");
+        let (expect, op) = &expectations[name];
+        assert_ne!(p["got"].as_str(), Some("allow"), "{name}");
+        let should_pass = expect == "deny" && op == "list";
+        assert_eq!(p["pass"].as_bool().unwrap(), should_pass, "{name}: {p}");
+        if expect == "deny" && op != "list" {
+            let ev = str_of(p, "evidence");
+            assert!(
+                ev.contains("no evidence") || ev.contains("but not the marker"),
+                "{name}: {ev}"
+            );
         }
     }
 }
@@ -694,38 +672,36 @@ fn the_permission_map_is_current() {
     }
 }
 
-#[test]
-fn a_bad_query_file_is_refused_with_file_line_and_field() {
-    let t = tempfile::tempdir().unwrap();
+/// Runs `dispatcher contract --no-live` on a queries folder holding only `steps.toml` with
+/// one probe whose `op` and `target` are given; checks it exits 2 and returns its stderr.
+fn bad_query_file(dir: &Path, op: &str, target: &str) -> String {
     fs::write(
-        t.path().join("steps.toml"),
-        "version = 1\n\n[[probe]]\nname = \"x\"\nop = \"read\"\ntarget = \"{attached}/doc\"\nlinux = { expect = \"deny\", why = \"w\" }\n",
+        dir.join("steps.toml"),
+        format!(
+            "version = 1\n\n[[probe]]\nname = \"x\"\nop = \"{op}\"\ntarget = \"{target}\"\nlinux = {{ expect = \"deny\", why = \"w\" }}\n"
+        ),
     )
     .unwrap();
     let out = Command::new(dispatcher_bin())
         .args(["contract", "--no-live", "--cli", "pi", "--queries-dir"])
-        .arg(t.path())
+        .arg(dir)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{err}");
+    err
+}
+
+#[test]
+fn a_bad_query_file_is_refused_with_file_line_and_field() {
+    let t = tempfile::tempdir().unwrap();
+    let err = bad_query_file(t.path(), "read", "{attached}/doc");
     assert!(
         err.contains("steps.toml:6:10: probe[0].target: unknown template variable {attached}"),
         "{err}"
     );
 
-    fs::write(
-        t.path().join("steps.toml"),
-        "version = 1\n\n[[probe]]\nname = \"x\"\nop = \"teleport\"\ntarget = \"{home}/doc\"\nlinux = { expect = \"deny\", why = \"w\" }\n",
-    )
-    .unwrap();
-    let out = Command::new(dispatcher_bin())
-        .args(["contract", "--no-live", "--cli", "pi", "--queries-dir"])
-        .arg(t.path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = bad_query_file(t.path(), "teleport", "{home}/doc");
     assert!(
         err.contains("steps.toml:5:6: probe[0].op: unknown operation \"teleport\""),
         "{err}"

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use agentworks_e2e::{
-    FakeCli, TEST_USER, as_test_user, clis_dir, copy_binaries, dispatcher_bin, require_root,
-    test_user_ids, text,
+    FakeCli, TEST_USER, as_test_user, chown_r, clis_dir, copy_binaries, dispatcher_bin,
+    require_root, test_user_ids, text,
 };
 use serde_json::Value;
 
@@ -64,6 +64,21 @@ impl Run {
             .arg(self.tmp())
             .args(args);
         c.output().unwrap()
+    }
+
+    /// Adds `test cli-sandbox-contract --provider PROVIDER FLAGS --tmp-dir TMP` to `c`.
+    fn contract_args(&self, c: &mut Command, provider: &str, flags: &[&str]) {
+        c.args(["test", "cli-sandbox-contract", "--provider", provider])
+            .args(flags)
+            .arg("--tmp-dir")
+            .arg(self.tmp());
+    }
+
+    /// `test` without the real CLIs, which must exit 2; its stderr.
+    fn refused(&self, args: &[&str]) -> String {
+        let out = self.test(None, args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
     /// Nothing of the run is left in its temporary folder.
@@ -253,9 +268,7 @@ fn a_policy_broken_by_the_server_fails_on_the_probes_that_guard_it() {
 #[test]
 fn bad_input_exits_2_and_leaves_nothing() {
     let run = Run::new();
-    let out = run.test(None, &["--provider", "nosuch"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = run.refused(&["--provider", "nosuch"]);
     assert!(
         err.contains("unknown CLI \"nosuch\"") && err.contains("known: agy, claude"),
         "{err}"
@@ -263,9 +276,7 @@ fn bad_input_exits_2_and_leaves_nothing() {
     run.assert_clean();
 
     // A known CLI that is not installed: the binary and the installer are named.
-    let out = run.test(None, &["--provider", "cursor"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = run.refused(&["--provider", "cursor"]);
     assert!(
         err.contains("`cursor-agent` is not on PATH") && err.contains("scripts/install-clis.sh"),
         "{err}"
@@ -273,22 +284,13 @@ fn bad_input_exits_2_and_leaves_nothing() {
     run.assert_clean();
 
     // An unknown break, and a state root that is not a new or empty folder.
-    let out = run.test(None, &["--provider", "codex", "--break-policy", "nope"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    run.refused(&["--provider", "codex", "--break-policy", "nope"]);
     let busy = run.dir.path().join("busy");
     std::fs::create_dir(&busy).unwrap();
     std::fs::write(busy.join("x"), "").unwrap();
     let mut c = run.command(Some(&clis_dir()));
-    c.arg("--state-root")
-        .arg(&busy)
-        .args([
-            "test",
-            "cli-sandbox-contract",
-            "--provider",
-            "codex",
-            "--tmp-dir",
-        ])
-        .arg(run.tmp());
+    c.arg("--state-root").arg(&busy);
+    run.contract_args(&mut c, "codex", &[]);
     let out = c.output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
@@ -306,27 +308,25 @@ fn fake_profiles(dir: &Path) -> PathBuf {
     profiles
 }
 
+/// Runs the contract with the fake model CLI, logged in with `key`, through `c`; checks it
+/// passes and returns its output and JSON report.
+fn fake_model_passes(run: &Run, mut c: Command, key: &str, profiles: &Path) -> (Output, Value) {
+    c.env("FAKE_MODEL_KEY", key)
+        .arg("--profiles-dir")
+        .arg(profiles);
+    run.contract_args(&mut c, "fake", &["--json"]);
+    let out = c.output().unwrap();
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    (out, v)
+}
+
 #[test]
 fn the_model_part_runs_the_harness_through_the_server_when_logged_in() {
     require_root();
     let run = Run::new();
     let profiles = fake_profiles(run.dir.path());
-    let mut c = run.command(None);
-    c.env("FAKE_MODEL_KEY", "not-a-real-key")
-        .arg("--profiles-dir")
-        .arg(&profiles)
-        .args([
-            "test",
-            "cli-sandbox-contract",
-            "--provider",
-            "fake",
-            "--json",
-            "--tmp-dir",
-        ])
-        .arg(run.tmp());
-    let out = c.output().unwrap();
-    let v = json(&out);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (out, v) = fake_model_passes(&run, run.command(None), "not-a-real-key", &profiles);
     let m = &v["model"];
     assert_eq!(m["status"], "ran", "{m}");
     assert_eq!(m["detail"], "logged in: $FAKE_MODEL_KEY is set");
@@ -357,41 +357,20 @@ fn the_model_part_runs_the_harness_through_the_server_when_logged_in() {
 #[test]
 fn an_unprivileged_user_runs_it_too() {
     require_root();
-    let (uid, gid) = test_user_ids();
+    let ids = test_user_ids();
     let run = Run::new();
     std::fs::set_permissions(run.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let (dispatcher, _) = copy_binaries(&run.dir.path().join("bin"));
     let profiles = fake_profiles(run.dir.path());
-    let status = Command::new("chown")
-        .arg("-R")
-        .arg(format!("{uid}:{gid}"))
-        .arg(run.dir.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = as_test_user(&dispatcher)
-        .env_clear()
+    chown_r(run.dir.path(), ids);
+    let mut c = as_test_user(&dispatcher);
+    c.env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", run.home())
         .env("USER", TEST_USER)
-        .env("FAKE_MODEL_KEY", "x")
-        .current_dir(run.dir.path())
-        .arg("--profiles-dir")
-        .arg(&profiles)
-        .args([
-            "test",
-            "cli-sandbox-contract",
-            "--provider",
-            "fake",
-            "--json",
-            "--tmp-dir",
-        ])
-        .arg(run.tmp())
-        .output()
-        .unwrap();
-    let v = json(&out);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert_eq!(v["machine"]["uid"], uid);
+        .current_dir(run.dir.path());
+    let (_, v) = fake_model_passes(&run, c, "x", &profiles);
+    assert_eq!(v["machine"]["uid"], ids.0);
     assert!(checks(&v).iter().all(|(_, p)| *p), "{:?}", checks(&v));
     assert!(v["harness"]["results"].as_array().unwrap().len() > 40);
     assert_eq!(v["model"]["status"], "ran");

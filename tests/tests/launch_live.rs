@@ -5,8 +5,8 @@
 #![cfg(target_os = "linux")]
 
 use agentworks_e2e::{
-    Who, as_test_user, clis_dir, copy_binaries, dispatcher_bin, inspector_js, require_root,
-    test_user_ids, text, world_dir,
+    Who, as_root_and_user, as_test_user, chown_r, clis_dir, copy_binaries, dispatcher_bin,
+    inspector_js, require_root, test_user_ids, text, world_dir,
 };
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -99,9 +99,7 @@ impl World {
     }
 
     fn dispatcher(&self, args: &[&str]) -> Output {
-        self.command(self.bin.join("dispatcher"))
-            .arg("--state-root")
-            .arg(&self.state)
+        self.dispatcher_on(&self.state)
             .arg("--profiles-dir")
             .arg(&self.profiles)
             .args(args)
@@ -125,23 +123,30 @@ impl World {
 
     /// Launches `cli` with `cli_args` for chat-1 on wf-main (wf-ref attached) in full mode.
     fn launch_full(&self, cli: &str, cli_args: &[&str]) -> Output {
-        let mut args = vec![
-            "launch",
-            "--cli",
-            cli,
-            "--chat",
-            "chat-1",
-            "--workflow",
-            "wf-main",
-            "--attach",
-            "wf-ref",
-            "--mode",
-            "full",
-            "--",
-        ];
-        args.extend_from_slice(cli_args);
-        self.dispatcher(&args)
+        self.dispatcher(&chat_1_full(cli, &["--attach", "wf-ref"], cli_args))
     }
+
+    /// The dispatcher as the runner, on the state root at `state`.
+    fn dispatcher_on(&self, state: &Path) -> Command {
+        let mut c = self.command(self.bin.join("dispatcher"));
+        c.arg("--state-root").arg(state);
+        c
+    }
+}
+
+/// The arguments of a full-mode `launch` of `cli` for chat-1 on wf-main: `options` before
+/// `--`, `cli_args` after.
+fn chat_1_full<'a>(cli: &'a str, options: &[&'a str], cli_args: &[&'a str]) -> Vec<&'a str> {
+    let chat = [
+        "launch",
+        "--cli",
+        cli,
+        "--chat",
+        "chat-1",
+        "--workflow",
+        "wf-main",
+    ];
+    [&chat[..], options, &["--mode", "full", "--"], cli_args].concat()
 }
 
 /// A test adapter: `/bin/sh` as the CLI, so a launch can run any check under exactly the
@@ -162,16 +167,6 @@ env = "SH_TEST_HOME"
 full = []
 bridge_only = []
 "#;
-
-fn chown_r(path: &Path, (uid, gid): (u32, u32)) {
-    let st = Command::new("chown")
-        .arg("-R")
-        .arg(format!("{uid}:{gid}"))
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
 
 /// The owner-testing cases: from the runtime, `..` reaches neither another chat's runtime,
 /// nor config.json, nor state/auth, nor a new file beside the runtimes. Each refusal is
@@ -223,15 +218,7 @@ fn owner_cases(who: Who) {
     assert!(String::from_utf8_lossy(&plain.stdout).contains(MARKER));
 }
 
-#[test]
-fn owner_cases_as_root() {
-    owner_cases(Who::Root);
-}
-
-#[test]
-fn owner_cases_as_user() {
-    owner_cases(Who::User);
-}
+as_root_and_user!(owner_cases => owner_cases_as_root, owner_cases_as_user);
 
 /// A test adapter whose "CLI" is the MCP Inspector's command-line client: its private config
 /// home gets the same MCP config as Claude Code's adapter (the bridge as the only server), and
@@ -422,15 +409,11 @@ fn mcp_client_inside_the_sandbox(who: Who) {
     );
 }
 
-#[test]
-fn mcp_client_inside_the_sandbox_as_root() {
-    mcp_client_inside_the_sandbox(Who::Root);
-}
-
-#[test]
-fn mcp_client_inside_the_sandbox_as_user() {
-    mcp_client_inside_the_sandbox(Who::User);
-}
+as_root_and_user!(
+    mcp_client_inside_the_sandbox =>
+    mcp_client_inside_the_sandbox_as_root,
+    mcp_client_inside_the_sandbox_as_user
+);
 
 /// The same cases, for the macOS profile `dispatcher profile` writes, by the SBPL evaluator.
 #[test]
@@ -559,117 +542,28 @@ fn bad_input_is_refused_and_changes_nothing() {
         lines
     };
     let before = snapshot();
-    let cases: &[(&[&str], &str)] = &[
-        (
-            &[
-                "profile",
-                "--cli",
-                "claude",
-                "--chat",
-                "c",
-                "--workflow",
-                "w",
-                "--target-os",
-                "macos",
-                "--user",
-                "ada",
-                "--uid=-1",
-            ],
-            "invalid value '-1' for '--uid <N>'",
-        ),
-        (
-            &[
-                "launch",
-                "--cli",
-                "nope",
-                "--chat",
-                "c",
-                "--workflow",
-                "w",
-                "--dry-run",
-            ],
-            "unknown CLI \"nope\"",
-        ),
-        (
-            &[
-                "launch",
-                "--cli",
-                "claude",
-                "--chat",
-                "zz",
-                "--workflow",
-                "w",
-            ],
-            "unknown chat \"zz\"",
-        ),
-        (
-            &[
-                "launch",
-                "--cli",
-                "claude",
-                "--chat",
-                "c",
-                "--workflow",
-                "zz",
-            ],
-            "unknown workflow \"zz\"",
-        ),
-        (
-            &[
-                "launch",
-                "--cli",
-                "claude",
-                "--chat",
-                "../c",
-                "--workflow",
-                "w",
-            ],
-            "invalid chat id",
-        ),
-        (
-            &[
-                "launch",
-                "--cli",
-                "claude",
-                "--chat",
-                "c",
-                "--workflow",
-                ".w",
-            ],
-            "invalid workflow id",
-        ),
-        (
-            &[
-                "launch",
-                "--cli",
-                "claude",
-                "--chat",
-                "c",
-                "--workflow",
-                "w",
-                "--attach",
-                "w2:rwx",
-            ],
-            "unknown access",
-        ),
-        (
-            &[
-                "launch",
-                "--cli",
-                "claude",
-                "--chat",
-                "c",
-                "--workflow",
-                "w",
-                "--mode",
-                "unconfined",
-            ],
-            "--mode",
-        ),
-        (&["chat", "add", "a/b"], "invalid chat id"),
-        (&["workflow", "add", "x y"], "invalid workflow id"),
+    // `VERB --cli CLI --chat CHAT --workflow WF`, then `rest`.
+    let cmd = |verb, cli, chat, wf, rest: &[&'static str]| {
+        let named: [&'static str; 7] = [verb, "--cli", cli, "--chat", chat, "--workflow", wf];
+        [&named[..], rest].concat()
+    };
+    let launch = |chat, wf, rest: &[&'static str]| cmd("launch", "claude", chat, wf, rest);
+    let uid = ["--target-os", "macos", "--user", "ada", "--uid=-1"];
+    let profile = cmd("profile", "claude", "c", "w", &uid);
+    let nope = cmd("launch", "nope", "c", "w", &["--dry-run"]);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (profile, "invalid value '-1' for '--uid <N>'"),
+        (nope, "unknown CLI \"nope\""),
+        (launch("zz", "w", &[]), "unknown chat \"zz\""),
+        (launch("c", "zz", &[]), "unknown workflow \"zz\""),
+        (launch("../c", "w", &[]), "invalid chat id"),
+        (launch("c", ".w", &[]), "invalid workflow id"),
+        (launch("c", "w", &["--attach", "w2:rwx"]), "unknown access"),
+        (launch("c", "w", &["--mode", "unconfined"]), "--mode"),
+        (vec!["chat", "add", "a/b"], "invalid chat id"),
+        (vec!["workflow", "add", "x y"], "invalid workflow id"),
     ];
-    for (args, want) in cases {
+    for (args, want) in &cases {
         let out = d(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         let err = String::from_utf8_lossy(&out.stderr);
@@ -789,23 +683,9 @@ fn real_clis_start_confined() {
     // login (Gemini exits 41 without one): its message is the evidence it read the private home.
     let launch_with = |cli: &str, args: &[&str], must_succeed: bool| {
         let out = w
-            .command(w.bin.join("dispatcher"))
+            .dispatcher_on(&w.state)
             .env("PATH", &path)
-            .arg("--state-root")
-            .arg(&w.state)
-            .args([
-                "launch",
-                "--cli",
-                cli,
-                "--chat",
-                "chat-1",
-                "--workflow",
-                "wf-main",
-                "--mode",
-                "full",
-                "--",
-            ])
-            .args(args)
+            .args(chat_1_full(cli, &[], args))
             .output()
             .unwrap();
         let all = text(&out);
@@ -938,9 +818,7 @@ fn state_root_identity(who: Who) {
     let real = w.state.with_file_name("real-moved");
     w.as_runner(&format!("mv {s} {}", real.display()));
     let made = w
-        .command(w.bin.join("dispatcher"))
-        .arg("--state-root")
-        .arg(&fake)
+        .dispatcher_on(&fake)
         .args(["--profiles-dir"])
         .arg(&w.profiles)
         .args(["init"])
@@ -954,20 +832,7 @@ fn state_root_identity(who: Who) {
     ));
     for args in [
         vec!["chat", "list"],
-        vec![
-            "launch",
-            "--cli",
-            "sh",
-            "--chat",
-            "chat-1",
-            "--workflow",
-            "wf-main",
-            "--mode",
-            "full",
-            "--",
-            "-c",
-            "echo BAD-LAUNCHED",
-        ],
+        chat_1_full("sh", &[], &["-c", "echo BAD-LAUNCHED"]),
     ] {
         let out = w.dispatcher(&args);
         let all = text(&out);
@@ -1005,12 +870,8 @@ fn state_root_identity(who: Who) {
     assert!(list.status.success(), "{}", text(&list));
 }
 
-#[test]
-fn state_root_identity_as_root() {
-    state_root_identity(Who::Root);
-}
-
-#[test]
-fn state_root_identity_as_user() {
-    state_root_identity(Who::User);
-}
+as_root_and_user!(
+    state_root_identity =>
+    state_root_identity_as_root,
+    state_root_identity_as_user
+);

@@ -73,11 +73,31 @@ impl World {
         Out(out)
     }
 
+    /// A world with workflow `w1` and chat `c1`.
+    fn c1_on_w1() -> World {
+        let w = World::new();
+        w.workflows(&["w1"]);
+        w.chats(&["c1"]);
+        w
+    }
+
     fn chats(&self, ids: &[&str]) {
         for c in ids {
             self.cli(&["chat", "add", c, "--mode", "bridge-only"])
                 .success();
         }
+    }
+
+    /// Chats `{prefix}0` .. `{prefix}{n-1}`, each with a file `{chat}.txt` in workflow `w1`
+    /// that holds "content of {chat}" (its bridge calls read it).
+    fn chats_reading_w1(&self, prefix: &str, n: usize) -> Vec<String> {
+        let chats: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+        for c in &chats {
+            self.chats(&[c]);
+            let file = self.workflow_dir("w1").join(format!("{c}.txt"));
+            std::fs::write(file, format!("content of {c}")).unwrap();
+        }
+        chats
     }
 
     fn workflows(&self, ids: &[&str]) {
@@ -398,20 +418,30 @@ fn mac(
 fn hello(port: u16) -> Option<(String, String, String)> {
     let cn = auth::new_nonce().unwrap();
     let hello = json!({ "client_nonce": cn }).to_string();
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    let req = format!(
-        "POST /v1/hello HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{hello}",
-        hello.len()
-    );
-    s.write_all(req.as_bytes()).ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
+    let out = try_post_json(port, None, "/v1/hello", &hello)?;
     let v: Value = serde_json::from_str(out.split_once("\r\n\r\n")?.1).ok()?;
     Some((
         cn,
         v["server_nonce"].as_str()?.to_string(),
         v["server_proof"].as_str()?.to_string(),
     ))
+}
+
+/// A JSON `POST` of `body` to `path`, with `auth` as its `Authorization` when given; the
+/// whole response, or `None` when the server cannot be reached or stops mid-way.
+fn try_post_json(port: u16, auth: Option<&str>, path: &str, body: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let auth = auth
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
 }
 
 fn raw(port: u16, bytes: &[u8]) -> (u16, Value) {
@@ -537,9 +567,7 @@ fn need_tmux() {
 
 #[test]
 fn without_the_token_nothing_is_done() {
-    let w = World::new();
-    w.workflows(&["w1"]);
-    w.chats(&["c1"]);
+    let w = World::c1_on_w1();
     let mut srv = w.serve();
     let info: Value =
         serde_json::from_str(&std::fs::read_to_string(w.root.join("server.json")).unwrap())
@@ -678,9 +706,7 @@ fn without_the_token_nothing_is_done() {
 
 #[test]
 fn malformed_oversized_and_misdirected_requests_are_refused() {
-    let w = World::new();
-    w.workflows(&["w1"]);
-    w.chats(&["c1"]);
+    let w = World::c1_on_w1();
     let mut srv = w.serve();
     let before = snapshot(&w.root);
     let p = srv.port;
@@ -795,9 +821,7 @@ fn malformed_oversized_and_misdirected_requests_are_refused() {
 
 #[test]
 fn unknown_chats_workflows_and_clis_are_clear_4xx_and_change_nothing() {
-    let w = World::new();
-    w.workflows(&["w1"]);
-    w.chats(&["c1"]);
+    let w = World::c1_on_w1();
     let srv = w.serve();
     let before = snapshot(&w.root);
     let cases = [
@@ -1064,9 +1088,7 @@ fn a_squatter_on_the_servers_port_gets_no_token_and_nothing_that_authenticates()
 }
 
 fn squatter_gets_nothing() {
-    let w = World::new();
-    w.workflows(&["w1"]);
-    w.chats(&["c1"]);
+    let w = World::c1_on_w1();
     let root = w.root.display().to_string();
     let mut recorded: Vec<Vec<u8>> = Vec::new();
     let says_not_ours = |err: &str, port: u16, root: &str| {
@@ -1329,9 +1351,7 @@ fn a_bridge_only_chat_reaches_its_workflow_through_the_bridge_and_nothing_more()
 
 #[test]
 fn client_commands_launch_list_stop_and_read_events() {
-    let w = World::new();
-    w.workflows(&["w1"]);
-    w.chats(&["c1"]);
+    let w = World::c1_on_w1();
     let srv = w.serve();
     let hb = w.base().join("hb");
     let out = w
@@ -1742,15 +1762,7 @@ fn sigkill_during_launches_and_bridge_calls_loses_no_recorded_event() {
     let w = World::new();
     w.workflows(&["w1"]);
     let n = 8;
-    let chats: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
-    for c in &chats {
-        w.chats(&[c]);
-        std::fs::write(
-            w.workflow_dir("w1").join(format!("{c}.txt")),
-            format!("content of {c}"),
-        )
-        .unwrap();
-    }
+    let chats = w.chats_reading_w1("k", n);
     let base = w.base();
     let hb = |c: &str| base.join(format!("hb-{c}"));
     let bridge_reads = |c: &str| {
@@ -1809,20 +1821,18 @@ fn sigkill_during_launches_and_bridge_calls_loses_no_recorded_event() {
                 // launch or a stop. No answer is a possible outcome.
                 let send = |path: &str, body: &str| -> Option<String> {
                     let auth = try_proof(port, &token, "POST", path, body.as_bytes())?;
-                    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-                    let req = format!(
-                        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    s.write_all(req.as_bytes()).ok()?;
-                    let mut out = String::new();
-                    s.read_to_string(&mut out).ok()?;
+                    let out = try_post_json(port, Some(&auth), path, body)?;
                     (!out.is_empty()).then_some(out)
                 };
                 for _ in 0..200 {
-                    let Some(r) = send("/v1/chats/launch", &launch) else { return };
+                    let Some(r) = send("/v1/chats/launch", &launch) else {
+                        return;
+                    };
                     assert!(r.starts_with("HTTP/1.1 201"), "{r}");
-                    let Some(r) = send(&format!("/v1/chats/{c}/stop"), "{\"grace_seconds\":5}") else { return };
+                    let Some(r) = send(&format!("/v1/chats/{c}/stop"), "{\"grace_seconds\":5}")
+                    else {
+                        return;
+                    };
                     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
                 }
             }));
@@ -1911,15 +1921,7 @@ fn load_concurrent_launches_and_bridge_calls() {
     let threads_n = env_or("BENCH_THREADS", 4).max(1);
     let w = World::new();
     w.workflows(&["w1"]);
-    let chats: Vec<String> = (0..chats_n).map(|i| format!("load{i}")).collect();
-    for c in &chats {
-        w.chats(&[c]);
-        std::fs::write(
-            w.workflow_dir("w1").join(format!("{c}.txt")),
-            format!("content of {c}"),
-        )
-        .unwrap();
-    }
+    let chats = w.chats_reading_w1("load", chats_n);
     let srv = w.serve();
 
     let t0 = Instant::now();

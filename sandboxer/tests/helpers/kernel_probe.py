@@ -48,17 +48,7 @@ def write_back(path):
             current = f.read()
     except OSError as e:
         return "read:" + os_errno(e)
-    try:
-        fd = os.open(path, os.O_WRONLY)
-    except OSError as e:
-        return os_errno(e)
-    try:
-        os.write(fd, current)
-        return "ok"
-    except OSError as e:
-        return os_errno(e)
-    finally:
-        os.close(fd)
+    return write_bytes(path, current)
 
 
 def open_wronly(path):
@@ -71,12 +61,17 @@ def open_wronly(path):
 
 
 def write(path, text):
+    return write_bytes(path, text.encode())
+
+
+def write_bytes(path, data):
+    """Opens for writing (no create, no truncate) and writes `data`: "ok" or the errno."""
     try:
         fd = os.open(path, os.O_WRONLY)
     except OSError as e:
         return os_errno(e)
     try:
-        os.write(fd, text.encode())
+        os.write(fd, data)
         return "ok"
     except OSError as e:
         return os_errno(e)

@@ -21,22 +21,21 @@ def read(path):
         return f.read(4096).decode("utf-8", "replace")
 
 
-def write(path):
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+def write_with(path, flags, data):
+    fd = os.open(path, flags, 0o644)
     try:
-        os.write(fd, b"written-by-probe\n")
+        os.write(fd, data)
     finally:
         os.close(fd)
     return ""
+
+
+def write(path):
+    return write_with(path, os.O_WRONLY | os.O_APPEND, b"written-by-probe\n")
 
 
 def create(path):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        os.write(fd, b"created-by-probe\n")
-    finally:
-        os.close(fd)
-    return ""
+    return write_with(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, b"created-by-probe\n")
 
 
 def delete(path):

@@ -79,6 +79,23 @@ pub enum Who {
     User,
 }
 
+/// Two tests of one live scenario: `$as_root` runs `$scenario(Who::Root)`, `$as_user` runs
+/// `$scenario(Who::User)`.
+#[macro_export]
+macro_rules! as_root_and_user {
+    ($scenario:path => $as_root:ident, $as_user:ident) => {
+        #[test]
+        fn $as_root() {
+            $scenario($crate::Who::Root);
+        }
+
+        #[test]
+        fn $as_user() {
+            $scenario($crate::Who::User);
+        }
+    };
+}
+
 /// The identity a live scenario runs as: root, the test user (switched to from root), or,
 /// in a test process that is not root (a copy run again as the test user), this process's own
 /// unprivileged user.
