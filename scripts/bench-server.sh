@@ -6,7 +6,7 @@
 # replies) and that every call is in its chat's event log (no lost events); prints launch
 # throughput and the bridge round trip's p50/p99.
 #
-# It is the test `load_concurrent_launches_and_bridge_calls` of tests/tests/server.rs
+# It is the test `load_concurrent_launches_and_bridge_calls` of tests/tests/server/load.rs
 # at full size, in a release build (the test suite runs it test-sized).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,4 +21,4 @@ echo "bench-server: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loa
 cargo build --release --quiet -p sandboxer -p dispatcher --bins
 BENCH_CHATS=$CHATS BENCH_CALLS=$CALLS BENCH_THREADS=$THREADS \
   cargo test --release -p agentworks-e2e --test server -- \
-  --exact load_concurrent_launches_and_bridge_calls --nocapture --test-threads=1
+  --exact load::load_concurrent_launches_and_bridge_calls --nocapture --test-threads=1
