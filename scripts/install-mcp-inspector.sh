@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the MCP Inspector (the reference MCP client's CLI) from the npm registry into
 # .tools/mcp-inspector (inside the checkout, ignored by git), pinned, for the bridge test that
-# drives the shim with a client we did not write (tests/tests/bridge.rs,
+# drives the shim with a client we did not write (tests/tests/bridge/inspector.rs,
 # the_mcp_inspector_drives_the_shim). Idempotent; prints the installed version.
 # The package declares node >= 22.19; its CLI (the part the test uses) runs on the Node 20
 # of this machine, so the engine check is advisory here (npm warns, does not refuse).

@@ -1,5 +1,5 @@
 //! Test fixture: the bridge shim on stdio, exactly as `dispatcher bridge --socket PATH` runs it
-//! (`tests/tests/bridge.rs` drives it with a real MCP client). Not installed.
+//! (`tests/tests/bridge/inspector.rs` drives it with a real MCP client). Not installed.
 
 use std::io::{stdin, stdout};
 use std::path::PathBuf;
