@@ -66,6 +66,21 @@ impl FsRight {
     /// The rights that remove an entry from a folder.
     pub const REMOVE: [FsRight; 2] = [FsRight::RemoveDir, FsRight::RemoveFile];
 
+    /// The rights a rename needs: remove the entry, make it elsewhere, and refer it across
+    /// folders.
+    pub const MOVE: [FsRight; 10] = [
+        FsRight::REMOVE[0],
+        FsRight::REMOVE[1],
+        FsRight::MAKE[0],
+        FsRight::MAKE[1],
+        FsRight::MAKE[2],
+        FsRight::MAKE[3],
+        FsRight::MAKE[4],
+        FsRight::MAKE[5],
+        FsRight::MAKE[6],
+        FsRight::Refer,
+    ];
+
     /// The first Landlock ABI that knows this right.
     pub fn since_abi(self) -> u32 {
         match self {

@@ -283,18 +283,7 @@ impl Plan {
             Op::ConnectUnix => &[FsRight::ResolveUnix],
             Op::Create => &FsRight::MAKE,
             Op::Delete => &FsRight::REMOVE,
-            Op::Rename => &[
-                FsRight::RemoveDir,
-                FsRight::RemoveFile,
-                FsRight::MakeChar,
-                FsRight::MakeDir,
-                FsRight::MakeReg,
-                FsRight::MakeSock,
-                FsRight::MakeFifo,
-                FsRight::MakeBlock,
-                FsRight::MakeSym,
-                FsRight::Refer,
-            ],
+            Op::Rename => &FsRight::MOVE,
         };
         let mut rights: Vec<FsRight> = needed
             .iter()
