@@ -79,9 +79,14 @@ pub struct Pane {
     pub launch: String,
 }
 
+/// The product's own tmux configuration: none. A server started without `-f` loads
+/// `~/.tmux.conf` (and `$XDG_CONFIG_HOME/tmux/tmux.conf`) from the open home, which any chat
+/// can write, and runs its `run-shell` lines outside every sandbox.
+const OWN_CONFIG: &str = "/dev/null";
+
 fn tmux(socket: &Path) -> Command {
     let mut cmd = Command::new("tmux");
-    cmd.arg("-S").arg(socket);
+    cmd.arg("-f").arg(OWN_CONFIG).arg("-S").arg(socket);
     for k in crate::launch::ENV_REMOVED {
         cmd.env_remove(k);
     }

@@ -223,6 +223,61 @@ fn tmux_chats_run_on_the_state_roots_tmux_and_stop_with_their_status() {
     srv.shutdown();
 }
 
+/// A chat can write the open home's `~/.tmux.conf`; the server's tmux never loads it, so its
+/// `run-shell` runs nothing outside. Control: a tmux server started the ordinary way with the
+/// same home runs it.
+#[test]
+fn the_servers_tmux_loads_no_tmux_conf_from_the_home() {
+    need_tmux();
+    let w = World::new();
+    w.workflows(&["w1"]);
+    w.chats(&["c1"]);
+    let ran = w.base().join("TMUX-CONF-RAN");
+    std::fs::write(
+        w.home.join(".tmux.conf"),
+        format!("run-shell 'touch {}'\n", ran.display()),
+    )
+    .unwrap();
+    // Control: tmux as a person starts it loads the file and runs the line.
+    let control_socket = w.base().join("control.sock");
+    let control = |args: &[&str]| {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&control_socket)
+            .args(args)
+            .env("HOME", &w.home)
+            .env_remove("TMUX")
+            .output()
+            .unwrap()
+    };
+    assert!(control(&["new-session", "-d", "sleep 30"]).status.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ran.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    control(&["kill-server"]);
+    assert!(ran.exists(), "control: tmux did not load ~/.tmux.conf");
+    std::fs::remove_file(&ran).unwrap();
+
+    let srv = w.serve();
+    let hb = w.base().join("hb");
+    let v = srv.launch(hold_body("c1", &hb, "tmux"));
+    assert_eq!(v["state"], "running", "{v}");
+    assert!(grows(&hb), "the tmux chat does not run");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !ran.exists(),
+        "the server's tmux loaded the home's ~/.tmux.conf and ran it outside"
+    );
+    let (s, v) = srv.call(
+        "POST",
+        "/v1/chats/c1/stop",
+        Some(json!({"grace_seconds": 5})),
+    );
+    assert_eq!(s, 200, "{v}");
+    srv.shutdown();
+}
+
 #[test]
 fn two_servers_side_by_side_see_only_their_own_chats_and_stop_only_themselves() {
     let a = World::new();
