@@ -38,7 +38,7 @@ impl Runner<'_> {
         )
     }
 
-    pub(super) fn live_cli_inner(
+    fn live_cli_inner(
         &mut self,
         a: &Adapter,
         variant: Variant,
@@ -91,7 +91,7 @@ impl Runner<'_> {
         filled(col, started, self.live_script_inner(probes, queries))
     }
 
-    pub(super) fn live_script_inner(
+    fn live_script_inner(
         &mut self,
         probes: &[Probe],
         queries: &[PathBuf],

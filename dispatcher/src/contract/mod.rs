@@ -590,6 +590,18 @@ mod tests {
             "{skipped:?}"
         );
 
+        // A kernel-setting probe names a file under /proc/sys, nothing else: nothing is read,
+        // locked or written for it.
+        let e = prepare(
+            "[[probe]]\nname = \"k\"\nop = \"sysctl-write\"\ntarget = \"{home}/not-a-setting\"\nlinux = { expect = \"deny\", why = \"w\" }\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("is not a kernel setting") && e.contains("not-a-setting"),
+            "{e}"
+        );
+        assert!(!Path::new(&vars["home"]).join("not-a-setting").exists());
+
         // Planting: a file with a marker, an absent path, a folder with a marker entry.
         let home = vars["home"].clone();
         std::fs::write(Path::new(&home).join("made.txt"), "left over").unwrap();

@@ -341,7 +341,8 @@ fn mknod_null(target: &str) -> io::Result<()> {
 }
 
 /// Reads the kernel log's records up to now, without waiting for new ones, keeping the last
-/// `OUTPUT_LIMIT` bytes: the runner's marker is among the newest records.
+/// `OUTPUT_LIMIT` bytes: the runner's marker is among the newest records. A read returns one
+/// record, so what is kept is trimmed only once it holds twice the limit.
 fn kmsg_read(path: &Path, o: &mut ProbeOutcome) -> io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = OpenOptions::new()
@@ -357,7 +358,7 @@ fn kmsg_read(path: &Path, o: &mut ProbeOutcome) -> io::Result<()> {
             Ok(n) => {
                 total += n as u64;
                 kept.extend_from_slice(&record[..n]);
-                if kept.len() > OUTPUT_LIMIT {
+                if kept.len() > 2 * OUTPUT_LIMIT {
                     kept.drain(..kept.len() - OUTPUT_LIMIT);
                 }
             }
@@ -367,6 +368,7 @@ fn kmsg_read(path: &Path, o: &mut ProbeOutcome) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
+    kept.drain(..kept.len().saturating_sub(OUTPUT_LIMIT));
     o.bytes = Some(total);
     o.output = Some(String::from_utf8_lossy(&kept).into_owned());
     Ok(())

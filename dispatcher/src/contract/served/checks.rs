@@ -327,7 +327,6 @@ pub(super) fn squatter_learns_nothing(state: &crate::state::StateRoot) -> Result
     use std::net::TcpListener;
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("binding: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    listener.set_nonblocking(false).map_err(|e| e.to_string())?;
     let squatter = std::thread::spawn(move || {
         let mut got: Vec<u8> = Vec::new();
         // Every connection the client makes, until it gives up (the listener is dropped with
