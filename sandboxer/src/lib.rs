@@ -14,6 +14,7 @@
 //! planner, the facts and the enforcer stay public for the `sandboxer` binary and the
 //! integration tests, which are crates of their own.
 
+pub mod autorun;
 mod confine;
 pub mod linux;
 pub mod located;
