@@ -325,10 +325,11 @@ mod tests {
         let h = home.path();
         let b = repo(&h.join("src/b"));
         let a = repo(&h.join("src/a"));
-        let top = repo(&h.join("notes"));
+        // Met first (it is shallower), listed last.
+        let top = repo(&h.join("zz-notes"));
         fs::write(h.join(".bashrc"), "").unwrap();
         let got = scan(h, &limits(), &none);
-        assert_eq!(got.repos, found(&[&top, &a, &b]));
+        assert_eq!(got.repos, found(&[&a, &b, &top]));
         assert_eq!(got.beyond, []);
     }
 
