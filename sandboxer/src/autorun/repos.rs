@@ -319,6 +319,24 @@ mod tests {
             .collect()
     }
 
+    /// Asserts that the walk found no repository and names only `gap`.
+    #[track_caller]
+    fn only_gap(got: &Found, gap: Beyond) {
+        assert_eq!(got.repos, []);
+        assert_eq!(got.beyond, [gap]);
+    }
+
+    /// Asserts that the walk found no repository and names one unreadable folder: its path
+    /// and error.
+    #[track_caller]
+    fn only_unreadable(got: &Found) -> (&Path, &str) {
+        assert_eq!(got.repos, []);
+        match &got.beyond[..] {
+            [Beyond::Unreadable { path, error }] => (path, error),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn repositories_are_found_sorted() {
         let home = TempDir::new().unwrap();
@@ -387,14 +405,8 @@ mod tests {
         fs::create_dir_all(h.join("wt/sub")).unwrap();
         fs::write(h.join("wt/.git"), "gitdir: /elsewhere/.git/worktrees/wt\n").unwrap();
         repo(&h.join("wt/sub/r"));
-        let got = scan(h, &limits(), &none);
-        assert_eq!(got.repos, []);
-        assert_eq!(
-            got.beyond,
-            [Beyond::GitFile {
-                path: h.join("wt/.git")
-            }]
-        );
+        let path = h.join("wt/.git");
+        only_gap(&scan(h, &limits(), &none), Beyond::GitFile { path });
     }
 
     #[test]
@@ -486,8 +498,7 @@ mod tests {
         let mut l = limits();
         l.budget = Duration::ZERO;
         let got = scan(home.path(), &l, &none);
-        assert_eq!(got.repos, []);
-        assert_eq!(got.beyond, [Beyond::Budget { dirs_read: 0 }]);
+        only_gap(&got, Beyond::Budget { dirs_read: 0 });
     }
 
     #[test]
@@ -500,14 +511,8 @@ mod tests {
         symlink(&target, h.join("link-to-repo")).unwrap();
         fs::create_dir_all(h.join("linked-git")).unwrap();
         symlink(&git, h.join("linked-git/.git")).unwrap();
-        let got = scan(h, &limits(), &none);
-        assert_eq!(got.repos, []);
-        assert_eq!(
-            got.beyond,
-            [Beyond::GitFile {
-                path: h.join("linked-git/.git")
-            }]
-        );
+        let path = h.join("linked-git/.git");
+        only_gap(&scan(h, &limits(), &none), Beyond::GitFile { path });
     }
 
     #[test]
@@ -538,11 +543,8 @@ mod tests {
             assert_eq!(got.repos, found(&[&inside]));
             assert_eq!(got.beyond, []);
         } else {
-            assert_eq!(got.repos, []);
-            let [Beyond::Unreadable { path, error }] = &got.beyond[..] else {
-                panic!("{:?}", got.beyond);
-            };
-            assert_eq!(path, &locked);
+            let (path, error) = only_unreadable(&got);
+            assert_eq!(path, locked);
             assert!(error.contains("denied"), "{error}");
         }
     }
@@ -562,11 +564,8 @@ mod tests {
             false
         };
         let got = scan(h, &limits(), &remove);
-        assert_eq!(got.repos, []);
-        let [Beyond::Unreadable { path, error }] = &got.beyond[..] else {
-            panic!("{:?}", got.beyond);
-        };
-        assert_eq!(path, &gone);
+        let (path, error) = only_unreadable(&got);
+        assert_eq!(path, gone);
         assert!(error.contains("No such file"), "{error}");
     }
 }
