@@ -27,8 +27,10 @@ pub fn embedded(target: Target) -> &'static str {
 }
 
 /// The environment variables the templates read.
-pub const ENV_VARS: [&str; 8] = [
+pub const ENV_VARS: [&str; 10] = [
     "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "ZDOTDIR",
     "TMUX_TMPDIR",
     "XAUTHORITY",
     "DOCKER_HOST",
@@ -244,13 +246,16 @@ pub fn load(
     expand_file(target, embedded(target), &label, env)
 }
 
-/// The variables a template may use on `target`.
-fn variables(target: Target) -> &'static [&'static str] {
+/// The variables a template may use on `target` (the ways-out list and the autorun list
+/// share them).
+pub(crate) fn variables(target: Target) -> &'static [&'static str] {
     match target {
         Target::Linux => &[
             "uid",
             "user",
             "home",
+            "xdg_config_home",
+            "zdotdir",
             "xdg_runtime_dir",
             "tmux_tmpdir",
             "xauthority",
@@ -263,6 +268,8 @@ fn variables(target: Target) -> &'static [&'static str] {
             "uid",
             "user",
             "home",
+            "xdg_config_home",
+            "zdotdir",
             "tmux_tmpdir",
             "xauthority",
             "docker_host_socket",
@@ -275,7 +282,11 @@ fn variables(target: Target) -> &'static [&'static str] {
 }
 
 /// `Ok(None)` when the template uses an optional variable that is unset.
-fn expand_template(target: Target, template: &str, env: &Env) -> Result<Option<String>, String> {
+pub(crate) fn expand_template(
+    target: Target,
+    template: &str,
+    env: &Env,
+) -> Result<Option<String>, String> {
     let known = variables(target);
     let template = Template::parse(template)
         .and_then(|t| t.known_by(|v| known.contains(&v)))
@@ -319,6 +330,14 @@ fn variable(target: Target, name: &str, env: &Env) -> Result<Option<String>, Str
         "uid" => Some(env.uid.to_string()),
         "user" => Some(env.user.clone()),
         "home" => Some(env.home.to_string_lossy().into_owned()),
+        "xdg_config_home" => Some(match env.var("XDG_CONFIG_HOME") {
+            Some(v) => absolute("XDG_CONFIG_HOME", v)?,
+            None => env.home.join(".config").to_string_lossy().into_owned(),
+        }),
+        "zdotdir" => env
+            .var("ZDOTDIR")
+            .map(|v| absolute("ZDOTDIR", v))
+            .transpose()?,
         "xdg_runtime_dir" => Some(match env.var("XDG_RUNTIME_DIR") {
             Some(v) => absolute("XDG_RUNTIME_DIR", v)?,
             None => format!("/run/user/{}", env.uid),
@@ -370,7 +389,7 @@ fn variable(target: Target, name: &str, env: &Env) -> Result<Option<String>, Str
     })
 }
 
-fn checked_path(path: &Path) -> Result<PathBuf, String> {
+pub(crate) fn checked_path(path: &Path) -> Result<PathBuf, String> {
     if path.as_os_str().as_encoded_bytes().contains(&0) {
         return Err(format!("{path:?} contains a NUL byte"));
     }

@@ -103,6 +103,37 @@ pub enum Beyond {
     },
 }
 
+impl Beyond {
+    /// One line for the plan's gaps and `doctor`.
+    pub fn describe(&self) -> String {
+        match self {
+            Beyond::Depth { folders, listed } => format!(
+                "{folders} folders below the scan's depth were not looked into for repositories \
+                 (first: {})",
+                listed
+                    .iter()
+                    .take(3)
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Beyond::Budget { dirs_read } => {
+                format!("the repository scan's time budget ran out after {dirs_read} folders")
+            }
+            Beyond::Dirs { dirs_read } => {
+                format!("the repository scan stopped at its limit of {dirs_read} folders")
+            }
+            Beyond::Unreadable { path, error } => {
+                format!("{} could not be read ({error})", path.display())
+            }
+            Beyond::GitFile { path } => format!(
+                "{} is a .git file: the repository's git folder it names is not guarded",
+                path.display()
+            ),
+        }
+    }
+}
+
 /// Finds the repositories under `root` within `limits`. Folders for which `exclude` is true
 /// (`root` included) are not walked: the caller's protected roots and read-write grants,
 /// where repositories are not guarded.

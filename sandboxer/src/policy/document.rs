@@ -30,8 +30,13 @@ pub struct PolicyDocument {
     pub grant: Vec<GrantRule>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refuse: Vec<PathRule>,
+    /// `[[guard]]`: read-only paths, like the autorun list's (see [`GuardRule`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guard: Vec<GuardRule>,
     #[serde(default)]
     pub launchers: LaunchersSection,
+    #[serde(default, skip_serializing_if = "AutorunSection::is_empty")]
+    pub autorun: AutorunSection,
     #[serde(default, skip_serializing_if = "ClosedSection::is_empty")]
     pub closed: ClosedSection,
     #[serde(default, skip_serializing_if = "MacosSection::is_empty")]
@@ -61,6 +66,36 @@ pub struct GrantRule {
     pub access: Spanned<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+}
+
+/// A `[[guard]]` entry: read allowed, every write refused, also before it exists.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardRule {
+    pub path: Spanned<PathBuf>,
+    /// What the Linux masks put there when it is missing at launch: `folder`, `file` or
+    /// `none` (the default; see `profiles/autorun.toml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Spanned<String>>,
+    /// For `missing = "file"`: the placeholder's content (default empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// `[autorun]`: the autorun guard (`profiles/autorun.toml`), on unless `guard = false`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutorunSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<bool>,
+}
+
+impl AutorunSection {
+    fn is_empty(&self) -> bool {
+        self.guard.is_none()
+    }
 }
 
 /// `[launchers]`.
@@ -161,7 +196,9 @@ impl PolicyDocument {
             protected: Vec::new(),
             grant: Vec::new(),
             refuse: Vec::new(),
+            guard: Vec::new(),
             launchers: LaunchersSection::default(),
+            autorun: AutorunSection::default(),
             closed: ClosedSection::default(),
             macos: MacosSection::default(),
             linux: LinuxSection::default(),

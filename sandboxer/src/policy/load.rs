@@ -11,11 +11,12 @@ use toml::Spanned;
 use super::document::PolicyDocument;
 use super::resolve::{ResolveOptions, option_error};
 use super::{
-    Access, Base, ClosedBase, Enforce, Grant, LinuxKnobs, MacosKnobs, Origin, Policy, Rule,
-    launchers::LauncherPath,
+    Access, AutorunKnobs, Base, ClosedBase, Enforce, Grant, Guarded, LinuxKnobs, MacosKnobs,
+    Origin, Policy, Rule, launchers::LauncherPath,
 };
+use crate::autorun::{Missing, RepositorySettings, repos};
 use crate::located::LineIndex;
-use crate::paths::{canonicalize_existing_prefix, normalize};
+use crate::paths::{canonicalize_existing_prefix, normalize, within};
 use crate::target::Target;
 
 /// The embedded default policy for a target: home open, the product's state root on that OS
@@ -62,6 +63,52 @@ fn closed_defaults(target: Target) -> (&'static [&'static str], &'static [&'stat
             ],
         ),
     }
+}
+
+/// Looks for git repositories under `home` (outside protected roots and read-write grants: a
+/// chat's own repositories stay its own) and adds each one's `settings.guard` entries to
+/// `guarded`. Returns what the scan's bounds left out, for the plan and `doctor`.
+fn repositories(
+    settings: &RepositorySettings,
+    home: &Path,
+    protected: &[Rule],
+    grants: &[Grant],
+    guarded: &mut Vec<Guarded>,
+) -> Vec<String> {
+    let exclude = |p: &Path| {
+        protected.iter().any(|r| within(p, &r.path))
+            || grants
+                .iter()
+                .any(|g| g.access == Access::Rw && within(p, &g.path))
+    };
+    let found = repos::scan(home, &settings.limits, &exclude);
+    for repo in &found.repos {
+        for name in &settings.guard {
+            let path = repo.git_dir.join(name);
+            if guarded.iter().any(|g| g.path == path) {
+                continue;
+            }
+            guarded.push(Guarded {
+                missing: if name == "hooks" {
+                    Missing::Folder
+                } else {
+                    Missing::None
+                },
+                origin: Origin {
+                    file: "(autorun)".into(),
+                    line: 0,
+                    field: "repositories".into(),
+                },
+                why: Some(format!(
+                    "the git repository {}: git runs its hooks and what its config names \
+                     (core.fsmonitor, core.hooksPath, filters) for the person later",
+                    repo.git_dir.display()
+                )),
+                path,
+            });
+        }
+    }
+    found.beyond.iter().map(repos::Beyond::describe).collect()
 }
 
 // ---- loading -------------------------------------------------------------------------------
@@ -271,6 +318,15 @@ impl Cx<'_> {
             });
         }
 
+        let autorun_guard = raw.autorun.guard.unwrap_or(true);
+        let mut guarded = self.guarded(&raw, autorun_guard)?;
+        let beyond = match (&self.opts.repositories, autorun_guard) {
+            (Some(settings), true) => {
+                repositories(settings, &self.opts.home, &protected, &grants, &mut guarded)
+            }
+            _ => Vec::new(),
+        };
+
         let mut launchers = self.opts.launchers.clone();
         launchers.block = raw.launchers.block;
         for (i, e) in raw.launchers.extra.iter().enumerate() {
@@ -345,6 +401,11 @@ impl Cx<'_> {
             protected,
             grants,
             refuse,
+            guarded,
+            autorun: AutorunKnobs {
+                guard: autorun_guard,
+                beyond,
+            },
             launchers,
             closed,
             macos: MacosKnobs {
@@ -359,6 +420,77 @@ impl Cx<'_> {
             },
             unix_sockets,
         })
+    }
+
+    /// The policy's own `[[guard]]` entries, then (unless `[autorun] guard = false`) the
+    /// autorun list's. A guarded path reached through a symlink is guarded at both paths: the
+    /// file it names, and the link, which a rewrite could point elsewhere.
+    fn guarded(&self, raw: &PolicyDocument, autorun: bool) -> Result<Vec<Guarded>, PolicyError> {
+        let mut out: Vec<Guarded> = Vec::new();
+        let mut push = |g: Guarded| {
+            if !out.iter().any(|x| x.path == g.path) {
+                out.push(g);
+            }
+        };
+        for (i, g) in raw.guard.iter().enumerate() {
+            let field = format!("guard[{i}].path");
+            let (path, lexical) = self.path(&g.path, &field)?;
+            let missing = match g.missing.as_ref().map(|m| (m.get_ref().as_str(), m.span())) {
+                None | Some(("none", _)) => Missing::None,
+                Some(("folder", _)) => Missing::Folder,
+                Some(("file", _)) => Missing::File {
+                    content: g.content.clone().unwrap_or_default(),
+                },
+                Some((other, span)) => {
+                    return Err(self.error(
+                        span,
+                        &format!("guard[{i}].missing"),
+                        format!(
+                            "unknown value {other:?}; expected \"folder\", \"file\" or \"none\""
+                        ),
+                    ));
+                }
+            };
+            if g.content.is_some() && !matches!(missing, Missing::File { .. }) {
+                return Err(self.error(
+                    g.path.span(),
+                    &format!("guard[{i}].content"),
+                    "content is only for missing = \"file\"",
+                ));
+            }
+            let origin = self.origin(&g.path.span(), &field);
+            for p in [lexical, path] {
+                push(Guarded {
+                    path: p,
+                    origin: origin.clone(),
+                    why: g.why.clone(),
+                    missing: missing.clone(),
+                });
+            }
+        }
+        for e in self.opts.autorun.iter().filter(|_| autorun) {
+            let resolved = if self.opts.resolve_symlinks {
+                canonicalize_existing_prefix(&e.path).map_err(|err| {
+                    option_error("autorun", format!("cannot resolve {:?}: {err}", e.path))
+                })?
+            } else {
+                e.path.clone()
+            };
+            let origin = Origin {
+                file: "(autorun)".into(),
+                line: 0,
+                field: e.origin.clone(),
+            };
+            for p in [e.path.clone(), resolved] {
+                push(Guarded {
+                    path: p,
+                    origin: origin.clone(),
+                    why: Some(e.why.clone()),
+                    missing: e.missing.clone(),
+                });
+            }
+        }
+        Ok(out)
     }
 
     fn folder_list(

@@ -3,7 +3,9 @@
 //! 1. `base` — `open` (everything the person can use) or `closed` (system read-only + grants);
 //! 2. `protected` — roots refused although the base is open;
 //! 3. `grant` — folders re-opened inside protected roots, `ro` or `rw` (the deepest decides);
-//! 4. `refuse` — paths refused inside grants whatever the grant says, also before they exist.
+//! 4. `refuse` — paths refused inside grants whatever the grant says, also before they exist;
+//! 5. `guard` — paths read-only whatever the grants say, also before they exist: the autorun
+//!    guard's list (`profiles/autorun.toml`) and the policy's own `[[guard]]` entries.
 //!
 //! Plus launchers (blocked by default). A [`Policy`] is always resolved: absolute, canonical
 //! paths for one [`Target`]. Build one with [`Policy::load`] or [`Policy::from_toml`].
@@ -19,8 +21,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use document::{
-    ClosedSection, GrantRule, LaunchersSection, LinuxSection, MacosSection, PathRule,
-    PolicyDocument, Spanned, written,
+    AutorunSection, ClosedSection, GrantRule, GuardRule, LaunchersSection, LinuxSection,
+    MacosSection, PathRule, PolicyDocument, Spanned, written,
 };
 pub use launchers::{LauncherPath, LauncherSet, MachName};
 pub use load::{PolicyError, default_policy};
@@ -120,6 +122,12 @@ impl Op {
     pub fn is_read_like(self) -> bool {
         matches!(self, Op::Read | Op::List | Op::Exec)
     }
+
+    /// Operations that change nothing at the path: what a guarded path still allows (the
+    /// read-like ones, and connecting to a socket, which writes no file).
+    pub fn leaves_files_alone(self) -> bool {
+        self.is_read_like() || self == Op::ConnectUnix
+    }
 }
 
 impl fmt::Display for Op {
@@ -164,6 +172,28 @@ pub struct Grant {
     pub why: Option<String>,
 }
 
+/// A guarded path: read allowed, every write refused (see [`Policy::guarded`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Guarded {
+    pub path: PathBuf,
+    pub origin: Origin,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// What the Linux masks put there when it is missing at launch.
+    pub missing: crate::autorun::Missing,
+}
+
+/// The autorun guard's state for one policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AutorunKnobs {
+    /// `[autorun] guard`: whether the autorun list is applied (the policy's own `[[guard]]`
+    /// entries always are).
+    pub guard: bool,
+    /// What the guard could not cover on this machine (repositories beyond the scan's bounds),
+    /// for `doctor` and the plan.
+    pub beyond: Vec<String>,
+}
+
 /// Folders a closed base opens: `read` (read, list, exec) and `write` (everything).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ClosedBase {
@@ -201,6 +231,9 @@ pub struct Policy {
     pub protected: Vec<Rule>,
     pub grants: Vec<Grant>,
     pub refuse: Vec<Rule>,
+    /// Read-only paths, whatever the grants say (see [`Guarded`]).
+    pub guarded: Vec<Guarded>,
+    pub autorun: AutorunKnobs,
     pub launchers: LauncherSet,
     pub closed: ClosedBase,
     pub macos: MacosKnobs,
@@ -241,6 +274,8 @@ pub enum Reason {
     Ancestor { of: PathBuf },
     /// Inside a refused path.
     Refused { root: PathBuf },
+    /// Inside a guarded path, and the operation writes.
+    Guarded { root: PathBuf, origin: String },
     /// Inside a grant that allows the operation.
     Granted { root: PathBuf, access: Access },
     /// Inside a read-only grant, and the operation writes.
@@ -291,6 +326,7 @@ pub struct At<'p> {
     /// A rule root strictly beneath the path.
     ancestor_of: Option<&'p Path>,
     refused: Option<&'p Rule>,
+    guarded: Option<&'p Guarded>,
     grant: Option<&'p Grant>,
     protected: Option<&'p Rule>,
     /// A closed base's folders holding the path (looked up only for a closed base).
@@ -324,6 +360,14 @@ impl At<'_> {
         if let Some(r) = self.refused {
             return Decision::deny(Reason::Refused {
                 root: r.path.clone(),
+            });
+        }
+        if let Some(g) = self.guarded
+            && !op.leaves_files_alone()
+        {
+            return Decision::deny(Reason::Guarded {
+                root: g.path.clone(),
+                origin: g.origin.to_string(),
             });
         }
         if let Some(g) = self.grant {
@@ -376,6 +420,12 @@ impl fmt::Display for Reason {
                 of.display()
             ),
             Reason::Refused { root } => write!(f, "inside refused path {}", root.display()),
+            Reason::Guarded { root, origin } => write!(
+                f,
+                "inside guarded path {} ({origin}): read-only, it makes a program outside the \
+                 sandbox run code later",
+                root.display()
+            ),
             Reason::Granted { root, access } => {
                 write!(f, "inside {:?} grant {}", access, root.display())
             }
@@ -398,8 +448,8 @@ impl Policy {
     /// `path` must be absolute and is taken as already resolved (the kernel resolves
     /// symlinks before any backend's rule sees a path); `.` and `..` are folded lexically.
     /// Checks run from the strongest layer down, so the first that speaks decides:
-    /// launchers, ancestors of rules (delete/rename), refuse, the deepest grant, protected,
-    /// then the base.
+    /// launchers, ancestors of rules (delete/rename), refuse, guard (what writes), the deepest
+    /// grant, protected, then the base.
     pub fn decide(&self, op: Op, path: &Path) -> Decision {
         self.at(path).decide(op)
     }
@@ -415,6 +465,7 @@ impl Policy {
                 launcher_folder: None,
                 ancestor_of: None,
                 refused: None,
+                guarded: None,
                 grant: None,
                 protected: None,
                 closed_write: None,
@@ -431,6 +482,7 @@ impl Policy {
             launcher_folder: launchers.and_then(|l| l.read.iter().find(|l| within(p, &l.path))),
             ancestor_of: self.rule_roots().find(|root| strictly_within(root, p)),
             refused: self.refuse.iter().find(|r| within(p, &r.path)),
+            guarded: self.guarded.iter().find(|g| within(p, &g.path)),
             grant: self.deepest_grant(p),
             protected: self.protected.iter().find(|r| within(p, &r.path)),
             closed_write: closed.and_then(|c| c.write.iter().find(|w| within(p, &w.path))),
@@ -446,14 +498,15 @@ impl Policy {
             .max_by_key(|g| g.path.components().count())
     }
 
-    /// Every path a rule is attached to: protected roots, grants, refused paths. Their
-    /// ancestors may not be deleted or renamed.
+    /// Every path a rule is attached to: protected roots, grants, refused and guarded paths.
+    /// Their ancestors may not be deleted or renamed.
     pub fn rule_roots(&self) -> impl Iterator<Item = &Path> {
         self.protected
             .iter()
             .map(|r| r.path.as_path())
             .chain(self.grants.iter().map(|g| g.path.as_path()))
             .chain(self.refuse.iter().map(|r| r.path.as_path()))
+            .chain(self.guarded.iter().map(|g| g.path.as_path()))
     }
 }
 

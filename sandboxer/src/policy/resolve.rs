@@ -5,6 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::launchers::LauncherSet;
+use crate::autorun::{self, RepositorySettings};
 use crate::located::DataFileError as PolicyError;
 use crate::paths::{canonicalize_existing_prefix, normalize};
 use crate::target::Target;
@@ -17,6 +18,21 @@ pub enum ResolveError {
     Options(#[from] PolicyError),
     #[error(transparent)]
     WaysOut(#[from] WaysOutError),
+}
+
+impl From<ResolveError> for PolicyError {
+    fn from(e: ResolveError) -> PolicyError {
+        match e {
+            ResolveError::Options(e) => e,
+            ResolveError::WaysOut(e) => PolicyError {
+                file: e.file,
+                line: e.line,
+                column: 0,
+                field: e.field,
+                message: e.message,
+            },
+        }
+    }
 }
 
 /// How to resolve a policy: for which OS, whose home, and whether the paths exist here.
@@ -36,6 +52,14 @@ pub struct ResolveOptions {
     /// `[linux] ways_out` (Linux) or `[macos] ways_out` (macOS) is true, the default. See
     /// `profiles/{linux,macos}/ways-out.toml`.
     pub ways_out: Vec<(PathBuf, String)>,
+    /// The autorun list's entries for this person ([`ResolveOptions::add_autorun`]) and the
+    /// programs found on `$PATH` ([`ResolveOptions::add_programs`]): added as guarded paths
+    /// unless the policy says `[autorun] guard = false`. See `profiles/autorun.toml`.
+    pub autorun: Vec<autorun::Entry>,
+    /// How to look for git repositories under the home at load time, whose hooks and config
+    /// are then guarded too (Linux, on this machine only: macOS profiles guard every
+    /// repository with one pattern). None: not looked for.
+    pub repositories: Option<RepositorySettings>,
 }
 
 impl ResolveOptions {
@@ -60,6 +84,8 @@ impl ResolveOptions {
             resolve_symlinks,
             launchers: LauncherSet::embedded(target),
             ways_out: Vec::new(),
+            autorun: Vec::new(),
+            repositories: None,
         })
     }
 
@@ -74,7 +100,55 @@ impl ResolveOptions {
     ) -> Result<ResolveOptions, ResolveError> {
         let mut opts = ResolveOptions::new(target, home.to_path_buf(), target.is_host())?;
         opts.add_ways_out(None, uid, None)?;
+        opts.add_autorun(None, uid, None)?;
         Ok(opts)
+    }
+
+    /// Fills [`ResolveOptions::autorun`] with the autorun list's fixed entries
+    /// (`profiles_dir/autorun.toml` when given and present, else the embedded one) for the
+    /// person, as [`ResolveOptions::add_ways_out`] does for the ways out. Repositories are
+    /// looked for only on this machine, for Linux (see [`ResolveOptions::repositories`]);
+    /// programs only when asked ([`ResolveOptions::add_programs`]).
+    pub fn add_autorun(
+        &mut self,
+        profiles_dir: Option<&Path>,
+        uid: Option<u32>,
+        user: Option<&str>,
+    ) -> Result<(), PolicyError> {
+        if self.target == Target::Linux && !self.target.is_host() {
+            return Ok(());
+        }
+        let env = Env::for_target(self.target, &self.home, uid, user);
+        let list = autorun::list::load(self.target, profiles_dir, &env)?;
+        self.autorun.retain(|e| e.origin.starts_with("(programs)"));
+        self.autorun.extend(list.entries);
+        self.repositories =
+            (self.target == Target::Linux && self.target.is_host()).then_some(list.repositories);
+        Ok(())
+    }
+
+    /// Adds the programs run outside a sandbox later to the guarded paths: each name of the
+    /// autorun list's `[programs]` and of `names` found on `path_var` (a `$PATH` value), and
+    /// each file of `files` (the caller's own binaries). Only for this machine's OS.
+    pub fn add_programs(
+        &mut self,
+        profiles_dir: Option<&Path>,
+        names: &[String],
+        path_var: Option<&std::ffi::OsStr>,
+        files: &[PathBuf],
+    ) -> Result<(), PolicyError> {
+        if !self.target.is_host() {
+            return Ok(());
+        }
+        let env = Env::for_target(self.target, &self.home, None, None);
+        let mut all = autorun::list::load(self.target, profiles_dir, &env)?.programs;
+        all.extend(names.iter().filter(|n| !n.contains('/')).cloned());
+        for e in autorun::programs::entries(&all, path_var, files) {
+            if !self.autorun.iter().any(|x| x.path == e.path) {
+                self.autorun.push(e);
+            }
+        }
+        Ok(())
     }
 
     /// Fills [`ResolveOptions::ways_out`] from the target's ways-out list
