@@ -30,7 +30,7 @@ pub fn cli_status(adapters: &[Adapter]) -> Vec<CliStatus> {
     let host = Target::host();
     let can_confine = host
         .zip(home().ok())
-        .map(|(t, h)| confinement(t, default_check_policy(t), &h).is_ok())
+        .map(|(t, h)| confinement(t, default_check_policy(t), &h, None).is_ok())
         .unwrap_or(false);
     adapters
         .iter()

@@ -1,7 +1,8 @@
 //! The policy of one launch: protected = the state root and the docs root; granted = the
 //! chat's runtime (rw), its workflow (rw), attached workflows (as given); refused = the folder
-//! guard's blocked paths inside each granted workflow; the one pathname Unix socket that may be
-//! connected to = the chat's bridge socket. Written into the runtime as TOML (the
+//! guard's blocked paths inside each granted workflow; guarded = the programs the dispatcher
+//! runs outside a sandbox (unless the autorun guard is off); the one pathname Unix socket that
+//! may be connected to = the chat's bridge socket. Written into the runtime as TOML (the
 //! exact file `sandboxer` enforces) by serialising data, so no path can change its syntax.
 
 use std::path::{Path, PathBuf};
@@ -68,6 +69,12 @@ pub struct LaunchGrants {
     pub workflow: PathBuf,
     pub attached: Vec<(PathBuf, sandboxer::Access)>,
     pub blocked: Vec<String>,
+    /// Whether the autorun guard is on (`config.json`'s `autorun.guard`): off, the policy
+    /// says `[autorun] guard = false` and guards no program.
+    pub autorun_guard: bool,
+    /// The programs the dispatcher runs outside a sandbox (the CLI, `sandboxer`, itself,
+    /// tmux), guarded when the autorun guard is on ([`crate::programs::guard_rules`]).
+    pub programs: Vec<PathBuf>,
 }
 
 impl LaunchGrants {
@@ -88,7 +95,15 @@ impl LaunchGrants {
                 .map(|a| (state.workflow(&a.workflow), a.access))
                 .collect(),
             blocked: state.config().folder_guard.blocked.clone(),
+            autorun_guard: state.config().autorun.guard,
+            programs: Vec::new(),
         }
+    }
+
+    /// These grants with `programs` guarded ([`LaunchGrants::programs`]).
+    pub fn with_programs(mut self, programs: Vec<PathBuf>) -> LaunchGrants {
+        self.programs = programs;
+        self
     }
 
     /// Every granted workflow folder (own first), for extra-dir flags and the folder guard.
@@ -139,6 +154,11 @@ impl LaunchGrants {
                 })
             })
             .collect();
+        if self.autorun_guard {
+            doc.guard = crate::programs::guard_rules(&self.programs);
+        } else {
+            doc.autorun.guard = Some(false);
+        }
         doc.linux.mask_registry = Some(written(mask_registry(&self.state_root)));
         let mut text = String::from(
             "# Written by the dispatcher for one launch; this is exactly what sandboxer enforces.\n",
@@ -172,6 +192,8 @@ mod tests {
             workflow: "/h/q\"uote\n]] [x/workspace-docs/w".into(),
             attached: vec![],
             blocked: vec!["planning".into()],
+            autorun_guard: true,
+            programs: vec![],
         };
         let text = g.policy_toml();
         let v: toml::Value = toml::from_str(&text).unwrap();

@@ -12,6 +12,7 @@ pub mod ids;
 pub mod launch;
 pub mod modes;
 pub mod platform;
+pub mod programs;
 pub mod server;
 pub mod state;
 pub mod step;

@@ -423,7 +423,7 @@ fn step_run(
         std::env::current_exe().context("cannot find the dispatcher's own binary")?;
     let sandboxer = platform::locate_sandboxer(&dispatcher_bin);
     let launch = dispatcher::step::plan(&state, &req, target, &home, &sandboxer, |policy| {
-        launch::confinement(target, policy, &home)
+        launch::confinement(target, policy, &home, Some(&sandboxer))
     })?;
     if dry_run {
         println!("{}", serde_json::to_string_pretty(&launch)?);

@@ -104,7 +104,11 @@ pub fn plan(
         )));
     }
     let runtime = runtime(state, &req.workflow, &req.step);
-    let grants = LaunchGrants::new(state, runtime.clone(), &req.workflow, &req.attach);
+    // The programs run outside it later: the enforcer, and the dispatcher that starts it.
+    let mut programs = vec![sandboxer.to_path_buf()];
+    programs.extend(std::env::current_exe().ok());
+    let grants = LaunchGrants::new(state, runtime.clone(), &req.workflow, &req.attach)
+        .with_programs(programs);
     let policy_text = grants.policy_toml();
     let how = confinement(&policy_text).map_err(|why| {
         LaunchError::FullRefused(format!(

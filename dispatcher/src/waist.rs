@@ -2,13 +2,22 @@
 //! through its crate root (`sandboxer::Policy`, `sandboxer::Confiner`,
 //! `sandboxer::ResolveOptions`, …) and the modules that are the product's tools by design —
 //! the contract's probe harness, the Seatbelt evaluator and renderer, the template syntax,
-//! the data files' error places. This test reads every dispatcher source and fails on any
-//! other path into sandboxer (its planner, facts, enforcer, ways-out list, macOS facts…).
+//! the data files' error places, how the autorun guard finds a program's files. This test
+//! reads every dispatcher source and fails on any other path into sandboxer (its planner, facts, enforcer, ways-out list, macOS facts…).
 
 use std::path::Path;
 
-/// The sandboxer modules (by path from its root) the dispatcher may name.
-const ALLOWED_MODULES: [&str; 5] = ["probe", "sbpl", "seatbelt::render", "template", "located"];
+/// The sandboxer modules (by path from its root) the dispatcher may name. `autorun::programs`:
+/// the dispatcher guards the programs it runs outside a sandbox as the autorun guard finds
+/// a program's files (the name, the file it resolves to, its npm package folder).
+const ALLOWED_MODULES: [&str; 6] = [
+    "probe",
+    "sbpl",
+    "seatbelt::render",
+    "template",
+    "located",
+    "autorun::programs",
+];
 
 /// The names sandboxer declares as modules (`mod x;` or `pub mod x;` in its `lib.rs`).
 fn sandboxer_modules() -> Vec<&'static str> {

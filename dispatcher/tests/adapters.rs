@@ -19,6 +19,7 @@ use sandboxer::{Access, Target};
 
 const HOME: &str = "/home/ada";
 const DISPATCHER: &str = "/opt/agentworks/bin/dispatcher";
+const TMUX: &str = "/usr/bin/tmux";
 const SANDBOXER: &str = "/opt/agentworks/bin/sandboxer";
 const TARGETS: [Target; 2] = [Target::Linux, Target::Macos];
 
@@ -80,6 +81,7 @@ impl World {
             cli_binary: PathBuf::from(format!("/opt/clis/bin/{}", adapter.binary)),
             sandboxer: PathBuf::from(SANDBOXER),
             dispatcher: PathBuf::from(DISPATCHER),
+            tmux: PathBuf::from(TMUX),
             as_root: false,
         };
         launch::plan(&self.state, adapter, &req, &tools, |_| Ok("test".into()))
@@ -649,6 +651,7 @@ fn without_a_sandbox_only_sound_bridge_only_runs() {
         cli_binary: "/opt/clis/bin/opencode".into(),
         sandboxer: SANDBOXER.into(),
         dispatcher: DISPATCHER.into(),
+        tmux: TMUX.into(),
         as_root: false,
     };
     let e = launch::plan(&w.state, &opencode, &req, &tools, |_| {

@@ -33,7 +33,7 @@ pub use linux::plan::Shape;
 #[cfg(target_os = "linux")]
 pub use linux::{enforce::Command, exec::Ended, refused};
 pub use policy::{
-    Access, Base, Decision, GrantRule, Op, PathRule, Policy, PolicyDocument, PolicyError, Reason,
-    ResolveError, ResolveOptions, Verdict, default_policy, written,
+    Access, Base, Decision, GrantRule, GuardRule, Op, PathRule, Policy, PolicyDocument,
+    PolicyError, Reason, ResolveError, ResolveOptions, Verdict, default_policy, written,
 };
 pub use target::Target;

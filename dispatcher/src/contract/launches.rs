@@ -151,7 +151,7 @@ impl Runner<'_> {
             target,
             &home,
             sandboxer,
-            |policy| Decide::ThisMachine.confinement(target, policy, &home, &mut None),
+            |policy| Decide::ThisMachine.confinement(target, policy, &home, sandboxer, &mut None),
         )
         .map_err(|e| e.to_string())?;
         if self.opts.mutation.is_some() {

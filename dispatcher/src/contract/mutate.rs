@@ -206,6 +206,8 @@ mod tests {
             workflow: "/s/workspace-docs/w".into(),
             attached: vec![],
             blocked: vec!["planning".into()],
+            autorun_guard: true,
+            programs: vec![],
         };
         let text = g.policy_toml();
         let t = |m: Mutation| -> toml::Table { toml::from_str(&m.apply(&text).unwrap()).unwrap() };

@@ -10,6 +10,7 @@ use sandboxer::{Confiner, ResolveOptions, Target};
 use super::error::LaunchError;
 use crate::adapter::Adapter;
 use crate::modes::{Mode, ModeDecision};
+use crate::programs;
 
 /// Who answers whether a launch can be confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,17 +24,20 @@ pub enum Decide {
 }
 
 impl Decide {
-    /// Answers for `policy_text` of a launch for `target` by the person at `home`, keeping in
-    /// `resolved` what a Linux decision worked out.
+    /// Answers for `policy_text` of a launch for `target` by the person at `home`, run by the
+    /// `sandboxer` binary at `enforcer`, keeping in `resolved` what a Linux decision worked out.
     pub fn confinement(
         self,
         target: Target,
         policy_text: &str,
         home: &Path,
+        enforcer: &Path,
         resolved: &mut Option<Resolved>,
     ) -> Confinement {
         match self {
-            Decide::ThisMachine => confinement_resolving(target, policy_text, home, resolved),
+            Decide::ThisMachine => {
+                confinement_resolving(target, policy_text, home, Some(enforcer), resolved)
+            }
             Decide::Assumed(how) => Ok(how.to_string()),
         }
     }
@@ -92,11 +96,17 @@ pub fn decide_mode(
     })
 }
 
-/// Can this platform enforce `policy_text` (a launch's policy) for the person at `home`?
-/// `Ok(how)` or `Err(why not)`. For another OS's target the answer is about that OS's
+/// Can this platform enforce `policy_text` (a launch's policy) for the person at `home`, run
+/// by the `sandboxer` binary at `enforcer` (`None`: the question is only whether the platform
+/// can)? `Ok(how)` or `Err(why not)`. For another OS's target the answer is about that OS's
 /// mechanism, which only a launch there can check.
-pub fn confinement(target: Target, policy_text: &str, home: &Path) -> Confinement {
-    confinement_resolving(target, policy_text, home, &mut None)
+pub fn confinement(
+    target: Target,
+    policy_text: &str,
+    home: &Path,
+    enforcer: Option<&Path>,
+) -> Confinement {
+    confinement_resolving(target, policy_text, home, enforcer, &mut None)
 }
 
 /// What the mode decision worked out on this machine, kept for the launch it decided.
@@ -113,10 +123,17 @@ pub struct Resolved {
 ///
 /// The confiner starts the namespace probe (Linux) before the policy is resolved, so that the
 /// two overlap ([`Confiner::for_host`]).
+///
+/// On Linux a confined launch run by the server or tmux is enforced by the `sandboxer` binary
+/// at `enforcer`, a program run outside the sandbox: it must be one no chat can have written
+/// ([`programs::check_file`]) and that this launch's own policy keeps unwritable
+/// ([`programs::check_guarded`]), or the launch is not confined: a replaced enforcer would
+/// run the CLI unconfined while the launch reports it confined.
 pub fn confinement_resolving(
     target: Target,
     policy_text: &str,
     home: &Path,
+    enforcer: Option<&Path>,
     resolved: &mut Option<Resolved>,
 ) -> Confinement {
     if !target.is_host() {
@@ -128,8 +145,26 @@ pub fn confinement_resolving(
     let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
         .map_err(|e| format!("the launch policy is invalid: {e}"))?;
     let how = confiner.check(&policy);
+    let trusted = match (target, enforcer) {
+        (Target::Linux, Some(path)) => trusted_enforcer(&policy, path),
+        _ => Ok(()),
+    };
     *resolved = Some(Resolved { policy, confiner });
-    how.map(describe).map_err(|why| why.to_string())
+    let how = how.map(describe).map_err(|why| why.to_string())?;
+    trusted.map(|()| how)
+}
+
+/// [`programs::check_file`] and [`programs::check_guarded`] for the enforcer at `path`, as the
+/// reason a launch is not confined.
+fn trusted_enforcer(policy: &sandboxer::Policy, path: &Path) -> Result<(), String> {
+    programs::check_file(path)
+        .and_then(|real| programs::check_guarded(policy, &real))
+        .map_err(|e| {
+            format!(
+                "the sandboxer binary that would confine it cannot be trusted: {e}; to fix: {}",
+                e.fix()
+            )
+        })
 }
 
 /// How the mode reason names a confinement.

@@ -95,7 +95,13 @@ pub fn prepare(
     let tools = tools(adapter, req.target)?;
     let mut resolved = None;
     let launch = plan(state, adapter, req, &tools, |policy| {
-        decide.confinement(req.target, policy, &req.home, &mut resolved)
+        decide.confinement(
+            req.target,
+            policy,
+            &req.home,
+            &tools.sandboxer,
+            &mut resolved,
+        )
     })?;
     Ok(Planned { launch, resolved })
 }

@@ -17,7 +17,8 @@ use crate::ids::{ChatId, WorkflowId};
 use crate::modes::{Mode, ModeDecision};
 use crate::state::StateRoot;
 
-/// The prompt note template (`{home}`, `{runtime}`, `{workflow}`, `{attached}` placeholders).
+/// The prompt note template (`{home}`, `{runtime}`, `{workflow}`, `{attached}`, `{mode}`,
+/// `{autorun}` placeholders).
 pub const PROMPT_NOTE: &str = include_str!("../../../profiles/prompt-note.md");
 
 /// The launch's own files inside the runtime (policy, profile, prompt note, record). The
@@ -110,7 +111,8 @@ pub fn plan(
     let runtime = state.runtime(&req.chat);
     let launch_dir = runtime.join(LAUNCH_DIR);
     let config_home = runtime.join("cli-home").join(&adapter.name);
-    let grants = LaunchGrants::new(state, runtime.clone(), &req.workflow, &req.attach);
+    let grants = LaunchGrants::new(state, runtime.clone(), &req.workflow, &req.attach)
+        .with_programs(programs_run_outside(tools));
     let policy_text = grants.policy_toml();
     let policy_path = launch_dir.join("policy.toml");
 
@@ -167,8 +169,8 @@ pub fn plan(
     );
     vars.0
         .insert("prompt_note_file", prompt_note_file.display().to_string());
-    let prompt_note =
-        prompt_note_text(&vars, &attached_list, mode.mode).map_err(LaunchError::Adapter)?;
+    let prompt_note = prompt_note_text(&vars, &attached_list, mode.mode, grants.autorun_guard)
+        .map_err(LaunchError::Adapter)?;
     vars.0.insert("prompt_note", prompt_note.clone());
 
     let fail =
@@ -298,8 +300,33 @@ pub fn plan(
     })
 }
 
-fn prompt_note_text(vars: &Vars, attached: &[String], mode: Mode) -> Result<String, String> {
+/// The programs this launch's tools run outside a sandbox later, by the paths this machine
+/// resolves them to: the CLI (which `dispatcher clis`, a bridge-only launch or the person
+/// runs), `sandboxer`, the dispatcher, and tmux.
+fn programs_run_outside(tools: &Tools) -> Vec<PathBuf> {
+    vec![
+        tools.cli_binary.clone(),
+        tools.sandboxer.clone(),
+        tools.dispatcher.clone(),
+        crate::programs::tmux().to_path_buf(),
+    ]
+}
+
+fn prompt_note_text(
+    vars: &Vars,
+    attached: &[String],
+    mode: Mode,
+    autorun_guard: bool,
+) -> Result<String, String> {
     let mut v = vars.clone();
+    v.0.insert(
+        "autorun",
+        if autorun_guard {
+            "Files that make programs outside the sandbox run code later (shell start-up files, git hooks and config, the CLIs' settings and binaries) are read-only to you; reading them works. Do not try to change them.".into()
+        } else {
+            "The autorun guard is off in this chat's policy: shell start-up files, git hooks and the CLIs' settings are writable; change them only when asked.".into()
+        },
+    );
     v.0.insert(
         "attached",
         if attached.is_empty() {

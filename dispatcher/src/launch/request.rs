@@ -38,6 +38,8 @@ pub struct Tools {
     pub sandboxer: PathBuf,
     /// The dispatcher itself, run as the MCP bridge inside the sandbox.
     pub dispatcher: PathBuf,
+    /// tmux, as the dispatcher's tmux server runs it ([`crate::programs::tmux`]).
+    pub tmux: PathBuf,
     pub as_root: bool,
 }
 
@@ -56,6 +58,7 @@ pub fn tools(adapter: &Adapter, target: Target) -> Result<Tools, LaunchError> {
         cli_binary,
         sandboxer: platform::locate_sandboxer(&dispatcher),
         dispatcher,
+        tmux: crate::programs::tmux().to_path_buf(),
         as_root: platform::as_root(),
     })
 }

@@ -24,6 +24,9 @@ pub enum TmuxError {
     Launch(String),
     #[error("cannot run tmux (is it installed?): {0}")]
     Run(std::io::Error),
+    /// The tmux found is not one the dispatcher runs outside a sandbox.
+    #[error("tmux is not safe to run outside the sandbox: {0}; to fix: {fix}", fix = .0.fix())]
+    Untrusted(crate::programs::Untrusted),
     /// tmux ran and refused: its own message.
     #[error("tmux {command} failed: {message}")]
     Failed {
@@ -84,18 +87,24 @@ pub struct Pane {
 /// can write, and runs its `run-shell` lines outside every sandbox.
 const OWN_CONFIG: &str = "/dev/null";
 
-fn tmux(socket: &Path) -> Command {
-    let mut cmd = Command::new("tmux");
+/// A command to the server at `socket`: tmux resolved once to an absolute path
+/// ([`crate::programs::tmux`]), checked like a confined launch's enforcer (owned by root or
+/// the person, neither it nor its folder group- or world-writable: a tmux a chat could have
+/// replaced would run its code outside), with the product's own configuration.
+fn tmux(socket: &Path) -> Result<Command> {
+    let path =
+        crate::programs::check_file(crate::programs::tmux()).map_err(TmuxError::Untrusted)?;
+    let mut cmd = Command::new(path);
     cmd.arg("-f").arg(OWN_CONFIG).arg("-S").arg(socket);
     for k in crate::launch::ENV_REMOVED {
         cmd.env_remove(k);
     }
-    cmd
+    Ok(cmd)
 }
 
 /// Whether tmux runs here.
 pub fn available() -> bool {
-    Command::new("tmux")
+    Command::new(crate::programs::tmux())
         .arg("-V")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -110,7 +119,7 @@ pub fn available() -> bool {
 pub fn new_session(socket: &Path, launch: &Launch) -> Result<Command> {
     // Validates the binaries.
     let base = launch::command(launch).map_err(|e| TmuxError::Launch(format!("{e:#}")))?;
-    let mut cmd = tmux(socket);
+    let mut cmd = tmux(socket)?;
     cmd.args(["new-session", "-d", "-s", &session_name(&launch.chat), "-c"])
         .arg(&launch.cwd);
     for (k, v) in &launch.env_set {
@@ -213,7 +222,7 @@ pub fn list(socket: &Path) -> Result<HashMap<String, Pane>> {
     }
     // `-u`: without a UTF-8 locale (a server started with an empty environment) tmux prints
     // the tabs below as `_`, and no pane would parse.
-    let mut cmd = tmux(socket);
+    let mut cmd = tmux(socket)?;
     cmd.args([
             "-u",
             "list-panes",
@@ -257,7 +266,10 @@ pub fn list(socket: &Path) -> Result<HashMap<String, Pane>> {
 /// SIGCHLD reaches the server. A job that exits at once (`run-shell true`, a fixed command run
 /// by the dispatcher's own tmux server) is such a SIGCHLD; tmux then reaps every exited child.
 pub fn nudge(socket: &Path) {
-    let _ = tmux(socket)
+    let Ok(mut cmd) = tmux(socket) else {
+        return;
+    };
+    let _ = cmd
         .args(["run-shell", "true"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -266,7 +278,7 @@ pub fn nudge(socket: &Path) {
 
 /// Removes a session (its process gets SIGHUP if it still runs).
 pub fn kill_session(socket: &Path, name: &str) -> Result<()> {
-    let mut cmd = tmux(socket);
+    let mut cmd = tmux(socket)?;
     cmd.args(["kill-session", "-t"]).arg(format!("={name}"));
     match run(cmd)? {
         Ran::Refused(err) if !(err.contains("can't find session") || no_server(&err)) => {

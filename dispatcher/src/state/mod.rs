@@ -1,7 +1,8 @@
 //! The state root: the product's protected folder. Its layout is fixed here and nowhere else.
 //!
 //! ```text
-//! <root>/config.json                    server token (0600), docs root, folder guard, open_url
+//! <root>/config.json                    server token (0600), docs root, folder guard, open_url,
+//!                                         autorun guard
 //! <root>/state/auth/                    the product's own logins
 //! <root>/state/chats/<chat>.json        a chat's saved settings (mode)
 //! <root>/state/cli-runtimes/v1/<chat>/  each chat's runtime: cwd, CLI config homes, policy
@@ -65,6 +66,26 @@ impl Default for OpenUrl {
     }
 }
 
+/// `autorun`: the autorun guard in every launch's policy (`profiles/autorun.toml` and the
+/// programs the dispatcher runs outside a sandbox); on unless `"guard": false`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutorunConfig {
+    pub guard: bool,
+}
+
+impl Default for AutorunConfig {
+    fn default() -> Self {
+        AutorunConfig { guard: true }
+    }
+}
+
+impl AutorunConfig {
+    fn is_default(&self) -> bool {
+        *self == AutorunConfig::default()
+    }
+}
+
 /// `config.json`. Readable only by the person (0600) and never by a confined process (the
 /// state root is protected), so the server token is safe here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +105,8 @@ pub struct Config {
     pub folder_guard: FolderGuard,
     #[serde(default)]
     pub open_url: OpenUrl,
+    #[serde(default, skip_serializing_if = "AutorunConfig::is_default")]
+    pub autorun: AutorunConfig,
 }
 
 /// An opened, validated state root.
@@ -168,6 +191,7 @@ impl StateRoot {
             docs_root,
             folder_guard: FolderGuard::default(),
             open_url: OpenUrl::default(),
+            autorun: AutorunConfig::default(),
         };
         let state = StateRoot { root, config };
         for dir in state.layout_dirs() {

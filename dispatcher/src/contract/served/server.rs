@@ -117,7 +117,7 @@ impl Drop for Server {
         // stopped its chats, that tmux server is ended through its own socket.
         let socket = tmux::socket(&self.state);
         if socket.exists() {
-            let _ = Command::new("tmux")
+            let _ = Command::new(crate::programs::tmux())
                 .arg("-S")
                 .arg(&socket)
                 .arg("kill-server")
