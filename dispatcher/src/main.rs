@@ -319,7 +319,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Launch(args) => launch_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
         Command::Profile(args) => profile_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
-        Command::Clis { json } => clis_cmd(cli.profiles_dir.as_deref(), json),
+        Command::Clis { json } => {
+            let state_root = StateRoot::locate(cli.state_root.as_deref()).ok();
+            clis_cmd(cli.profiles_dir.as_deref(), state_root.as_deref(), json)
+        }
         Command::Serve(args) => {
             server_commands::serve(open_state(cli.state_root.as_ref())?, cli.profiles_dir, args)
         }
@@ -614,9 +617,13 @@ fn profile_cmd(
     Ok(ExitCode::SUCCESS)
 }
 
-fn clis_cmd(profiles_dir: Option<&std::path::Path>, json: bool) -> Result<ExitCode> {
+fn clis_cmd(
+    profiles_dir: Option<&std::path::Path>,
+    state_root: Option<&std::path::Path>,
+    json: bool,
+) -> Result<ExitCode> {
     let adapters = adapter::load_all(profiles_dir)?;
-    let rows = dispatcher::clis::cli_status(&adapters);
+    let rows = dispatcher::clis::cli_status(&adapters, state_root);
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
@@ -632,6 +639,9 @@ fn clis_cmd(profiles_dir: Option<&std::path::Path>, json: bool) -> Result<ExitCo
                 r.version.as_deref().unwrap_or("-"),
                 r.modes_here.join(", ")
             );
+            if let Some(why) = &r.version_not_asked {
+                eprintln!("{}: version not asked outside the sandbox: {why}", r.name);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
