@@ -26,8 +26,18 @@ pub fn as_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// `$SANDBOXER_BIN`, else `sandboxer` beside the dispatcher binary, else on `PATH`, else the
-/// bare name (the launch then fails with a clear error when it runs).
+/// The `sandboxer` a confined launch runs: `$SANDBOXER_BIN`, else `sandboxer` beside the
+/// dispatcher binary (or one folder up, where test binaries live), else the bare name, which
+/// the enforcer check refuses (`programs::check_file`: not an absolute path).
+///
+/// There is no search of `$PATH`. The enforcer runs outside every sandbox, and `$PATH`
+/// usually names folders of the open home first (`~/.local/bin`, `~/.cargo/bin`): a chat can
+/// create a `sandboxer` in one that comes before the real one, which the guard does not cover
+/// (it guards the program a launch resolves, not every name that could shadow it). The next
+/// launch would find the planted one, guard it, pass the check, and run the CLI under the
+/// chat's code while reporting it confined. The two places left are the person's choice: an
+/// environment variable no chat can set for a later launch, and the folder the dispatcher
+/// itself was installed into, whose binaries every launch guards.
 pub fn locate_sandboxer(dispatcher: &Path) -> PathBuf {
     if let Some(p) = std::env::var_os("SANDBOXER_BIN").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
@@ -42,14 +52,6 @@ pub fn locate_sandboxer(dispatcher: &Path) -> PathBuf {
             && up.is_file()
         {
             return up;
-        }
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for d in std::env::split_paths(&path) {
-            let p = d.join("sandboxer");
-            if p.is_file() {
-                return p;
-            }
         }
     }
     PathBuf::from("sandboxer")

@@ -82,6 +82,7 @@ impl World {
             sandboxer: PathBuf::from(SANDBOXER),
             dispatcher: PathBuf::from(DISPATCHER),
             tmux: PathBuf::from(TMUX),
+            clis: vec![PathBuf::from("/opt/clis/bin/codex")],
             as_root: false,
         };
         launch::plan(&self.state, adapter, &req, &tools, |_| Ok("test".into()))
@@ -652,6 +653,7 @@ fn without_a_sandbox_only_sound_bridge_only_runs() {
         sandboxer: SANDBOXER.into(),
         dispatcher: DISPATCHER.into(),
         tmux: TMUX.into(),
+        clis: vec![],
         as_root: false,
     };
     let e = launch::plan(&w.state, &opencode, &req, &tools, |_| {

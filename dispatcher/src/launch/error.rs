@@ -31,6 +31,20 @@ pub enum LaunchError {
         "--mode auto must be decided on the machine that runs the CLI; for --target {0} pass --mode full or --mode bridge-only"
     )]
     AutoOffHost(Target),
+    /// Bridge-only without a sandbox would run a CLI from files an earlier chat could have
+    /// rewritten ([`super::Ledger::allows`]).
+    #[error(
+        "{cli} would run outside any sandbox from {}, but {why}. To fix: launch it confined \
+         (--mode full); or check or reinstall it, then remove {} to start the record afresh",
+        binary.display(),
+        ledger.display()
+    )]
+    CliUnprotected {
+        cli: String,
+        binary: std::path::PathBuf,
+        why: super::Unprotected,
+        ledger: std::path::PathBuf,
+    },
     /// The launch's Seatbelt profile could not be rendered from its policy.
     #[error("{0}")]
     Profile(String),

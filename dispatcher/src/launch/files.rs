@@ -1,13 +1,15 @@
 //! Writing a launch's files into the runtime before it starts: the policy, the prompt note,
 //! the CLI's prepared config, login copies, the Seatbelt profile and the launch record.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
 use sandboxer::Target;
 
 use super::error::LaunchError;
+use super::ledger::Ledger;
 use super::plan::{FileSource, LAUNCH_DIR, Launch};
 use super::resolve::render_seatbelt;
 
@@ -17,12 +19,18 @@ use super::resolve::render_seatbelt;
 pub struct LaunchFiles<'a> {
     launch: &'a Launch,
     profile: Option<String>,
+    ledger: &'a Path,
 }
 
 impl<'a> LaunchFiles<'a> {
     /// Prepares `launch`'s files for the person at `home`: a confined macOS launch gets the
-    /// Seatbelt profile of its policy text (as the launch holds it now).
-    pub fn prepare(launch: &'a Launch, home: &Path) -> Result<LaunchFiles<'a>, LaunchError> {
+    /// Seatbelt profile of its policy text (as the launch holds it now). A confined launch is
+    /// recorded in the guard `ledger` as they are written.
+    pub fn prepare(
+        launch: &'a Launch,
+        home: &Path,
+        ledger: &'a Path,
+    ) -> Result<LaunchFiles<'a>, LaunchError> {
         let profile = match launch.target {
             Target::Macos if launch.confined => Some(
                 seatbelt_profile(launch, home, None)
@@ -30,13 +38,40 @@ impl<'a> LaunchFiles<'a> {
             ),
             _ => None,
         };
-        Ok(LaunchFiles { launch, profile })
+        Ok(LaunchFiles {
+            launch,
+            profile,
+            ledger,
+        })
     }
 
-    /// Writes them ([`write_files`]).
+    /// Records a confined launch in the guard ledger (before it can run), then writes its
+    /// files ([`write_files`]).
     pub fn write(&self) -> Result<(), LaunchError> {
+        if self.launch.confined {
+            let (guard, guarded) = guarded_programs(self.launch)?;
+            Ledger::record(self.ledger, guard, guarded).map_err(|e| LaunchError::Io {
+                what: "recording the launch".into(),
+                why: e.to_string(),
+            })?;
+        }
         write_files(self.launch, self.profile.as_deref())
     }
+}
+
+/// Whether the launch's policy has the autorun guard on, and the paths its `[[guard]]`
+/// entries name (the programs run outside a sandbox).
+fn guarded_programs(launch: &Launch) -> Result<(bool, BTreeSet<PathBuf>), LaunchError> {
+    let text = launch.policy_text().ok_or_else(|| LaunchError::Io {
+        what: "recording the launch".into(),
+        why: "the launch has no policy file".into(),
+    })?;
+    let doc: sandboxer::PolicyDocument = toml::from_str(text).map_err(|e| LaunchError::Io {
+        what: "recording the launch".into(),
+        why: format!("its policy does not parse: {e}"),
+    })?;
+    let guarded = doc.guard.into_iter().map(|g| g.path.into_inner()).collect();
+    Ok((doc.autorun.guard != Some(false), guarded))
 }
 
 /// The Seatbelt profile of a launch's policy (see [`render_seatbelt`]).

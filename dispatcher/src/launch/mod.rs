@@ -8,6 +8,8 @@
 //! plan.rs      the launch as data: policy, mode, argv, environment, files (nothing written)
 //! resolve.rs   a Mac's profile, its policy resolved for the Mac user
 //! files.rs     its files (and a Mac's profile) written into the runtime, symlinks refused
+//! ledger.rs    what every confined launch guarded, recorded as its files are written; a
+//!              bridge-only launch runs a CLI only from files guarded in every one
 //! bridge.rs    the chat's bridge, served from the launch's own policy text
 //! start.rs     its command started: foreground (on Linux in this process) or spawned
 //! attached.rs  `dispatcher launch`: bridge, events and the CLI in the foreground
@@ -28,6 +30,7 @@ mod confine;
 mod ending;
 mod error;
 mod files;
+mod ledger;
 mod plan;
 mod request;
 mod resolve;
@@ -41,6 +44,7 @@ pub use confine::{Confinement, Decide, Resolved, confinement, decide_mode, wrapp
 pub use ending::{exit_code, of_status};
 pub use error::LaunchError;
 pub use files::{LaunchFiles, ensure_real_dir, seatbelt_profile};
+pub use ledger::{Ledger, LedgerError, Unprotected};
 pub use plan::{ENV_REMOVED, FileSource, LAUNCH_DIR, Launch, PROMPT_NOTE, PlannedFile, plan};
 pub use request::{LaunchRequest, Tools, tools};
 pub use resolve::render_seatbelt;
@@ -56,6 +60,8 @@ pub struct Planned {
     /// What a decision on this machine worked out (the policy as resolved here, the confiner
     /// with the probed facts): reused to run the launch in this process and to serve its bridge.
     resolved: Option<Resolved>,
+    /// The state root's guard ledger, where a confined launch is recorded as it is written.
+    ledger: std::path::PathBuf,
 }
 
 impl Planned {
@@ -81,7 +87,7 @@ impl Planned {
 
     /// The launch's files for the person at `home`, ready to write.
     pub fn files(&self, home: &Path) -> Result<LaunchFiles<'_>, LaunchError> {
-        LaunchFiles::prepare(&self.launch, home)
+        LaunchFiles::prepare(&self.launch, home, &self.ledger)
     }
 }
 
@@ -103,5 +109,9 @@ pub fn prepare(
             &mut resolved,
         )
     })?;
-    Ok(Planned { launch, resolved })
+    Ok(Planned {
+        launch,
+        resolved,
+        ledger: state.guard_ledger(),
+    })
 }

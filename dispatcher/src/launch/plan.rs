@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::confine::{Confinement, decide_mode, wrapper_argv};
 use super::error::LaunchError;
+use super::ledger::Ledger;
 use super::request::{LaunchRequest, Tools};
 use crate::adapter::{Adapter, FileBase, FileFormat, Vars};
 use crate::grants::{Attach, LaunchGrants};
@@ -127,6 +128,9 @@ pub fn plan(
     };
     let mode = decide_mode(requested, adapter, &confinement)?;
     let confined = confinement.is_ok();
+    if !confined {
+        refuse_unprotected_cli(state, adapter, &tools.cli_binary)?;
+    }
     // Unconfined (bridge-only without a working sandbox), the CLI must not read anything an
     // earlier confined session could have planted for it (project settings with hooks in the
     // runtime): it starts in a fresh, empty folder, and its config home is rebuilt.
@@ -300,16 +304,44 @@ pub fn plan(
     })
 }
 
+/// Refuses to run the CLI at `binary` outside a sandbox unless its files (its path, the file
+/// it resolves to, its package folder) were guarded in every confined launch so far.
+fn refuse_unprotected_cli(
+    state: &StateRoot,
+    adapter: &Adapter,
+    binary: &std::path::Path,
+) -> Result<(), LaunchError> {
+    let ledger = state.guard_ledger();
+    let files: Vec<PathBuf> = crate::programs::guard_rules(&[binary.to_path_buf()])
+        .into_iter()
+        .map(|g| g.path.into_inner())
+        .collect();
+    let recorded = Ledger::load(&ledger).map_err(|e| LaunchError::Io {
+        what: "checking the CLI against the guard ledger".into(),
+        why: e.to_string(),
+    })?;
+    recorded
+        .allows(&files)
+        .map_err(|why| LaunchError::CliUnprotected {
+            cli: adapter.name.clone(),
+            binary: binary.to_path_buf(),
+            why,
+            ledger,
+        })
+}
+
 /// The programs this launch's tools run outside a sandbox later, by the paths this machine
-/// resolves them to: the CLI (which `dispatcher clis`, a bridge-only launch or the person
-/// runs), `sandboxer`, the dispatcher, and tmux.
+/// resolves them to: the CLI and every other adapter's (which the person or a bridge-only
+/// launch runs), `sandboxer`, the dispatcher, and tmux.
 fn programs_run_outside(tools: &Tools) -> Vec<PathBuf> {
-    vec![
-        tools.cli_binary.clone(),
+    let mut out = vec![tools.cli_binary.clone()];
+    out.extend(tools.clis.iter().cloned());
+    out.extend([
         tools.sandboxer.clone(),
         tools.dispatcher.clone(),
-        crate::programs::tmux().to_path_buf(),
-    ]
+        tools.tmux.clone(),
+    ]);
+    out
 }
 
 fn prompt_note_text(

@@ -40,6 +40,9 @@ pub struct Tools {
     pub dispatcher: PathBuf,
     /// tmux, as the dispatcher's tmux server runs it ([`crate::programs::tmux`]).
     pub tmux: PathBuf,
+    /// Every shipped adapter's CLI found here: run outside a sandbox later (by the person,
+    /// a bridge-only launch), so guarded in every launch, whichever CLI it runs.
+    pub clis: Vec<PathBuf>,
     pub as_root: bool,
 }
 
@@ -59,6 +62,11 @@ pub fn tools(adapter: &Adapter, target: Target) -> Result<Tools, LaunchError> {
         sandboxer: platform::locate_sandboxer(&dispatcher),
         dispatcher,
         tmux: crate::programs::tmux().to_path_buf(),
+        clis: adapter::load_all(None)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(adapter::locate_binary)
+            .collect(),
         as_root: platform::as_root(),
     })
 }

@@ -7,6 +7,7 @@
 //! <root>/state/chats/<chat>.json        a chat's saved settings (mode)
 //! <root>/state/cli-runtimes/v1/<chat>/  each chat's runtime: cwd, CLI config homes, policy
 //! <root>/state/events/<chat>.jsonl      each chat's event log (append-only)
+//! <root>/state/guard-ledger.json        what every confined launch guarded (bridge-only reads it)
 //! <root>/personal-mcp/                  the person's MCP config for the product (never given to a CLI)
 //! <root>/tmux/                          the dispatcher's tmux server socket
 //! <root>/workspace-docs/<workflow>/     workflows (unless config.json names another docs root)
@@ -353,6 +354,10 @@ impl StateRoot {
     }
     pub fn chats_dir(&self) -> PathBuf {
         self.root.join("state/chats")
+    }
+    /// What the confined launches so far guarded (`launch::Ledger`).
+    pub fn guard_ledger(&self) -> PathBuf {
+        self.root.join("state/guard-ledger.json")
     }
     pub fn runtimes_dir(&self) -> PathBuf {
         self.root.join("state/cli-runtimes/v1")

@@ -45,7 +45,10 @@ impl From<LaunchError> for ApiError {
             LaunchError::ModeUnsupported { .. }
             | LaunchError::BridgeOnlyNeedsSandbox { .. }
             | LaunchError::FullRefused(_)
-            | LaunchError::AutoOffHost(_) => ApiError::new(422, "mode_refused", e.to_string()),
+            | LaunchError::AutoOffHost(_)
+            | LaunchError::CliUnprotected { .. } => {
+                ApiError::new(422, "mode_refused", e.to_string())
+            }
         }
     }
 }
