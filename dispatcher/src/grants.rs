@@ -154,11 +154,7 @@ impl LaunchGrants {
                 })
             })
             .collect();
-        if self.autorun_guard {
-            doc.guard = crate::programs::guard_rules(&self.programs);
-        } else {
-            doc.autorun.guard = Some(false);
-        }
+        crate::programs::apply_guard(&mut doc, self.autorun_guard, &self.programs);
         doc.linux.mask_registry = Some(written(mask_registry(&self.state_root)));
         let mut text = String::from(
             "# Written by the dispatcher for one launch; this is exactly what sandboxer enforces.\n",

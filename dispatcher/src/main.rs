@@ -73,6 +73,12 @@ enum Command {
     Launch(LaunchArgs),
     /// Write the chat's Seatbelt profile for a Mac (works on any OS).
     Profile(ProfileArgs),
+    /// Check the programs the dispatcher runs outside a sandbox (the enforcer, tmux): each
+    /// must be one no chat can have written; says how to fix one that is not.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
     /// List the CLI adapters, whether each is installed, its version and the modes it gets here.
     Clis {
         #[arg(long)]
@@ -319,6 +325,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Launch(args) => launch_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
         Command::Profile(args) => profile_cmd(&cli.state_root, cli.profiles_dir.as_deref(), args),
+        Command::Doctor { json } => doctor_cmd(&open_state(cli.state_root.as_ref())?, json),
         Command::Clis { json } => {
             let state_root = StateRoot::locate(cli.state_root.as_deref()).ok();
             clis_cmd(cli.profiles_dir.as_deref(), state_root.as_deref(), json)
@@ -615,6 +622,37 @@ fn profile_cmd(
     dispatcher::state::write_atomic(&out, text.as_bytes(), 0o600)?;
     println!("{}", out.display());
     Ok(ExitCode::SUCCESS)
+}
+
+fn doctor_cmd(state: &StateRoot, json: bool) -> Result<ExitCode> {
+    let checks = dispatcher::doctor::checks(state);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&checks)?);
+    } else {
+        println!(
+            "autorun guard: {}",
+            if state.config().autorun.guard {
+                "on"
+            } else {
+                "off (config.json)"
+            }
+        );
+        for c in &checks {
+            match (&c.problem, c.fix) {
+                (None, _) => println!("ok    {}: {}", c.name, c.path.display()),
+                (Some(p), fix) => {
+                    println!("FAIL  {}: {p}", c.name);
+                    println!("      fix: {}", fix.unwrap_or("-"));
+                }
+            }
+        }
+    }
+    let ok = checks.iter().all(|c| c.problem.is_none());
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn clis_cmd(

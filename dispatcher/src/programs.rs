@@ -13,7 +13,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use sandboxer::{GuardRule, Op, Policy, Verdict, written};
+use sandboxer::{GuardRule, Op, Policy, PolicyDocument, Verdict, written};
 
 /// Why a program is not one the dispatcher may run outside a sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,7 +61,8 @@ impl Untrusted {
             }
             Untrusted::Unguarded { .. } => {
                 "turn the autorun guard on (remove `\"autorun\": {\"guard\": false}` from the \
-                 state root's config.json), or install it into a protected folder"
+                 state root's config.json): a confined launch runs only an enforcer its own \
+                 policy keeps unwritable"
             }
         }
     }
@@ -85,6 +86,17 @@ pub fn guard_rules(programs: &[PathBuf]) -> Vec<GuardRule> {
             why: Some(e.why),
         })
         .collect()
+}
+
+/// Sets `doc`'s autorun guard: on, its `[[guard]]` entries are [`guard_rules`] of
+/// `programs`; off, it says `[autorun] guard = false` and guards no program.
+pub fn apply_guard(doc: &mut PolicyDocument, on: bool, programs: &[PathBuf]) {
+    if on {
+        doc.guard = guard_rules(programs);
+    } else {
+        doc.guard.clear();
+        doc.autorun.guard = Some(false);
+    }
 }
 
 /// The checks on the file itself: it exists, and it and its folder are owned by root or the
@@ -158,7 +170,7 @@ pub fn tmux() -> &'static Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sandboxer::{PolicyDocument, ResolveOptions, Target};
+    use sandboxer::{ResolveOptions, Target};
 
     fn tool(dir: &Path, mode: u32) -> PathBuf {
         let p = dir.join("sandboxer");
@@ -176,11 +188,7 @@ mod tests {
 
     fn policy(guard: bool, programs: &[PathBuf]) -> Policy {
         let mut doc = PolicyDocument::new(sandboxer::Base::Open);
-        doc.guard = guard_rules(programs);
-        if !guard {
-            doc.guard.clear();
-            doc.autorun.guard = Some(false);
-        }
+        apply_guard(&mut doc, guard, programs);
         let opts = ResolveOptions::new(Target::Linux, PathBuf::from("/home/ada"), false).unwrap();
         Policy::from_toml(&doc.to_toml().unwrap(), "test", &opts).unwrap()
     }
