@@ -9,6 +9,7 @@
 //! every chat's reach, and is rewritten only when that summary changes.
 
 use std::collections::BTreeSet;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -83,8 +84,11 @@ impl Ledger {
             .write(true)
             .open(path.with_extension("lock"))
             .map_err(|e| err(format!("cannot open its lock: {e}")))?;
-        lock.lock()
-            .map_err(|e| err(format!("cannot lock it: {e}")))?;
+        // SAFETY: flock on a descriptor we own; released when `lock` is closed.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(err(format!("cannot lock it: {e}")));
+        }
         let before = Ledger::load(path)?;
         let after = before.with_launch(guard, guarded);
         if after != before {
