@@ -20,6 +20,9 @@ use crate::launch::{confinement, render_seatbelt, wrapper_argv};
 use crate::modes::Mode;
 use crate::platform::{self, home};
 
+/// `sandboxer exec`'s exit code when it could not set the sandbox up (nothing was run).
+const SANDBOX_NOT_SET_UP: i32 = 125;
+
 /// One row of `dispatcher clis`.
 #[derive(Debug, Serialize)]
 pub struct CliStatus {
@@ -154,6 +157,9 @@ fn confined_version(
             .find(|l| !l.is_empty())
             .map(str::to_string)
     };
+    if out.status.code() == Some(SANDBOX_NOT_SET_UP) {
+        return Err(line(&out.stderr).unwrap_or_else(|| "the sandbox was not set up".into()));
+    }
     Ok(line(&out.stdout).or_else(|| line(&out.stderr)))
 }
 
