@@ -105,6 +105,7 @@ fn repositories(
                     repo.git_dir.display()
                 )),
                 path,
+                repository: true,
             });
         }
     }
@@ -404,6 +405,7 @@ impl Cx<'_> {
             guarded,
             autorun: AutorunKnobs {
                 guard: autorun_guard,
+                repositories: autorun_guard && self.opts.repositories.is_some(),
                 beyond,
             },
             launchers,
@@ -459,12 +461,14 @@ impl Cx<'_> {
                 ));
             }
             let origin = self.origin(&g.path.span(), &field);
-            for p in [lexical, path] {
+            let link = self.link_path(&lexical)?;
+            for p in [link, path] {
                 push(Guarded {
                     path: p,
                     origin: origin.clone(),
                     why: g.why.clone(),
                     missing: missing.clone(),
+                    repository: false,
                 });
             }
         }
@@ -476,21 +480,38 @@ impl Cx<'_> {
             } else {
                 e.path.clone()
             };
+            let link = self.link_path(&e.path)?;
             let origin = Origin {
                 file: "(autorun)".into(),
                 line: 0,
                 field: e.origin.clone(),
             };
-            for p in [e.path.clone(), resolved] {
+            for p in [link, resolved] {
                 push(Guarded {
                     path: p,
                     origin: origin.clone(),
                     why: Some(e.why.clone()),
                     missing: e.missing.clone(),
+                    repository: false,
                 });
             }
         }
         Ok(out)
+    }
+
+    /// `path` with every component but the last resolved: the path of the entry itself, which
+    /// may be a symlink (a dotfile linked into a dotfiles repository). Both it and what it
+    /// names are guarded: rewriting the link is a write too.
+    fn link_path(&self, path: &Path) -> Result<PathBuf, PolicyError> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(path.to_path_buf());
+        };
+        if !self.opts.resolve_symlinks {
+            return Ok(path.to_path_buf());
+        }
+        let parent = canonicalize_existing_prefix(parent)
+            .map_err(|e| option_error("guard", format!("cannot resolve {parent:?}: {e}")))?;
+        Ok(parent.join(name))
     }
 
     fn folder_list(

@@ -181,6 +181,10 @@ pub struct Guarded {
     pub why: Option<String>,
     /// What the Linux masks put there when it is missing at launch.
     pub missing: crate::autorun::Missing,
+    /// A git repository's hooks or config, found at launch. The Linux masks do not pin its
+    /// ancestors: moving the repository moves the guard along, and a repository made at the
+    /// old path is one made while the sandbox runs (the gap `autorun-repositories-beyond`).
+    pub repository: bool,
 }
 
 /// The autorun guard's state for one policy.
@@ -189,6 +193,8 @@ pub struct AutorunKnobs {
     /// `[autorun] guard`: whether the autorun list is applied (the policy's own `[[guard]]`
     /// entries always are).
     pub guard: bool,
+    /// Whether git repositories under the home were looked for (Linux, on this machine).
+    pub repositories: bool,
     /// What the guard could not cover on this machine (repositories beyond the scan's bounds),
     /// for `doctor` and the plan.
     pub beyond: Vec<String>,
