@@ -321,7 +321,7 @@ impl Cx<'_> {
         let autorun_guard = raw.autorun.guard.unwrap_or(true);
         let mut guarded = self.guarded(&raw, autorun_guard)?;
         let beyond = match (&self.opts.repositories, autorun_guard) {
-            (Some(settings), true) => {
+            (Some(settings), true) if target == Target::Linux => {
                 repositories(settings, &self.opts.home, &protected, &grants, &mut guarded)
             }
             _ => Vec::new(),
@@ -405,6 +405,11 @@ impl Cx<'_> {
             autorun: AutorunKnobs {
                 guard: autorun_guard,
                 beyond,
+                // One pattern on macOS covers every repository (see policy/guard.rs).
+                repositories: match (&self.opts.repositories, autorun_guard, target) {
+                    (Some(settings), true, Target::Macos) => settings.guard.clone(),
+                    _ => Vec::new(),
+                },
             },
             launchers,
             closed,
