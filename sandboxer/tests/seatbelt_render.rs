@@ -195,7 +195,8 @@ access = "rw"
     insta::assert_snapshot!("nested", seatbelt::render(&policy).unwrap());
 }
 
-/// `(deny default)` is the only deny: the profile is a union of allow rules.
+/// Without the autorun guard (seatbelt_guard.rs), `(deny default)` is the only deny: the
+/// profile is a union of allow rules.
 #[test]
 fn profiles_are_allow_only() {
     for text in [PRODUCT, CLOSED, &unblocked(PRODUCT), &unblocked(CLOSED)] {

@@ -322,7 +322,7 @@ impl Cx<'_> {
         let autorun_guard = raw.autorun.guard.unwrap_or(true);
         let mut guarded = self.guarded(&raw, autorun_guard)?;
         let beyond = match (&self.opts.repositories, autorun_guard) {
-            (Some(settings), true) => {
+            (Some(settings), true) if target == Target::Linux => {
                 repositories(settings, &self.opts.home, &protected, &grants, &mut guarded)
             }
             _ => Vec::new(),
@@ -407,6 +407,11 @@ impl Cx<'_> {
                 guard: autorun_guard,
                 repositories: autorun_guard && self.opts.repositories.is_some(),
                 beyond,
+                // One pattern on macOS covers every repository (see policy/guard.rs).
+                repositories: match (&self.opts.repositories, autorun_guard, target) {
+                    (Some(settings), true, Target::Macos) => settings.guard.clone(),
+                    _ => Vec::new(),
+                },
             },
             launchers,
             closed,
