@@ -405,7 +405,9 @@ impl Cx<'_> {
             guarded,
             autorun: AutorunKnobs {
                 guard: autorun_guard,
-                repositories: autorun_guard && self.opts.repositories.is_some(),
+                repositories_scanned: autorun_guard
+                    && target == Target::Linux
+                    && self.opts.repositories.is_some(),
                 beyond,
                 // One pattern on macOS covers every repository (see policy/guard.rs).
                 repositories: match (&self.opts.repositories, autorun_guard, target) {

@@ -197,7 +197,7 @@ pub struct AutorunKnobs {
     /// entries always are).
     pub guard: bool,
     /// Whether git repositories under the home were looked for (Linux, on this machine).
-    pub repositories: bool,
+    pub repositories_scanned: bool,
     /// What the guard could not cover on this machine (repositories beyond the scan's bounds),
     /// for `doctor` and the plan.
     pub beyond: Vec<String>,

@@ -583,7 +583,7 @@ pub(super) fn analyze(
     for (kind, paths) in guard_gaps(plan, policy) {
         found.entry(kind).or_default().extend(paths);
     }
-    if policy.autorun.repositories {
+    if policy.autorun.repositories_scanned {
         // Whenever repositories were looked for: one made while the sandbox runs is never
         // found at launch.
         found.entry(GapKind::AutorunRepositoriesBeyond).or_default();
