@@ -10,6 +10,11 @@
 #     Terminal, osacompile, automator, shortcuts. An escape is proven by a file appearing in
 #     a folder inside the protected state root, which only a process outside the sandbox can
 #     write (Terminal running a .command file or a `do script`).
+#  3. The autorun guard under the same profile: ~/.zshrc and ~/.ZSHRC, a LaunchAgent (two
+#     spellings) cannot be written, ~/.zshrc can be read, an ordinary home file can be
+#     written; inside the chat's runtime (a read-write grant) `git init`, a hook and a commit
+#     work; in a repository under the home outside the grants, hooks and config cannot be
+#     written while the rest of its git folder can.
 #
 # Written on Linux and NOT run there: there is no Mac in the environment this was written in.
 # On anything but macOS it says so and exits 77 (skipped). Terminal windows may open while
@@ -126,6 +131,70 @@ for bin in /usr/bin/automator /usr/bin/shortcuts; do
     fail "$bin ran inside the sandbox (exit $code)"
   fi
 done
+
+echo "== 3. the autorun guard, live"
+# Every probe opens for writing without writing (`: >>`), so a guard that failed changes no
+# content; a file it let be created is removed again and reported.
+probe_write() {   # probe_write PATH: 0 when the sandbox let PATH be opened for writing
+  "${SBX[@]}" /bin/sh -c ': >> "$1"' sh "$1" 2>/dev/null
+}
+refused_write() {   # refused_write WHAT PATH
+  local existed=0
+  [[ -e "$2" ]] && existed=1
+  if probe_write "$2"; then
+    fail "$1: $2 could be written inside the sandbox"
+    [[ $existed -eq 0 ]] && rm -f "$2"
+  else
+    pass "$1: writing $2 refused"
+  fi
+}
+refused_write "shell start-up file" "$HOME/.zshrc"
+refused_write "shell start-up file, another case" "$HOME/.ZSHRC"
+refused_write "LaunchAgent" "$HOME/Library/LaunchAgents/sbx-selftest-$token.plist"
+refused_write "LaunchAgent, another case" "$HOME/library/launchagents/sbx-selftest-$token.plist"
+if [[ -e "$HOME/.zshrc" ]]; then
+  if "${SBX[@]}" /bin/cat "$HOME/.zshrc" >/dev/null; then
+    pass "reading ~/.zshrc works"
+  else
+    fail "reading ~/.zshrc was refused"
+  fi
+else
+  echo "skip: there is no ~/.zshrc to read"
+fi
+# Control: an ordinary file in the home is writable.
+ordinary="$HOME/.sbx-selftest-$token"
+if probe_write "$ordinary" && [[ -e "$ordinary" ]]; then
+  pass "an ordinary file in the home is writable"
+else
+  fail "an ordinary file in the home could not be written: the guard is too wide"
+fi
+rm -f "$ordinary"
+
+# Inside a read-write grant (the chat's runtime), a repository works as usual.
+if "${SBX[@]}" /bin/sh -c 'cd "$1" && git init -q repo && printf "#!/bin/sh\n" > repo/.git/hooks/pre-commit && git -C repo -c user.name=t -c user.email=t@t commit -q --allow-empty -m t' sh "$rt" 2>/dev/null; then
+  pass "git init, a hook and a commit inside a granted folder"
+else
+  fail "git init, a hook or a commit inside a granted folder was refused"
+fi
+# Outside the grants, a repository's hooks and config are read-only (made unconfined first:
+# the control that the same writes work outside the sandbox).
+outside="$(mktemp -d "$HOME/.sbx-selftest-repo.XXXXXX")"
+git init -q "$outside"
+if : >> "$outside/.git/hooks/pre-commit" && : >> "$outside/.git/config"; then
+  pass "control: the outside repository's hooks and config are writable unconfined"
+else
+  fail "control: cannot write the outside repository's hooks unconfined"
+fi
+rm -f "$outside/.git/hooks/pre-commit"
+refused_write "a hook outside the grants" "$outside/.git/hooks/pre-commit"
+refused_write "a hook outside the grants, another case" "$outside/.GIT/HOOKS/post-checkout"
+refused_write "git config outside the grants" "$outside/.git/config"
+if probe_write "$outside/.git/sbx-selftest" && [[ -e "$outside/.git/sbx-selftest" ]]; then
+  pass "the rest of an outside git folder stays writable"
+else
+  fail "the rest of an outside git folder was refused"
+fi
+rm -rf "$outside"
 
 if [[ $failures -gt 0 ]]; then
   echo "mac-selftest: $failures failure(s)"

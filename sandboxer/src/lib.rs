@@ -24,6 +24,7 @@ pub mod policy;
 pub mod probe;
 pub mod sbpl;
 pub mod seatbelt;
+pub mod spelling;
 mod target;
 pub mod template;
 pub mod ways_out;

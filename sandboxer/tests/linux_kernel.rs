@@ -22,7 +22,8 @@ use sandboxer::linux::plan::Plan;
 
 const PROBE: &str = include_str!("helpers/kernel_probe.py");
 const PYTHON: &str = "/usr/bin/python3";
-const OPEN_POLICY: &str = "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n";
+const OPEN_POLICY: &str =
+    "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n[autorun]\nguard = false\n";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Shape {

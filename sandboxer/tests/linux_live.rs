@@ -36,7 +36,8 @@ const PYTHON: &str = "/usr/bin/python3";
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// A policy the landlock-only shape can enforce on any ABI: nothing protected, no ways out.
-const OPEN_POLICY: &str = "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n";
+const OPEN_POLICY: &str =
+    "version = 1\nbase = \"open\"\n[linux]\nways_out = false\n[autorun]\nguard = false\n";
 
 // ---- who runs the sandbox ------------------------------------------------------------------
 
@@ -119,55 +120,10 @@ fn exec_plan_bin(r: &Runner) -> PathBuf {
     reachable(r, bin)
 }
 
-/// `bin` itself when the runner can execute it, else a copy in a world-readable folder (a CI
-/// checkout under /root is not reachable by the unprivileged user).
+/// `bin` itself when the runner can execute it, else a copy it can (see
+/// [`Runner::reachable`]).
 fn reachable(r: &Runner, bin: &Path) -> PathBuf {
-    static CHECKED: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    if r.switch_to.is_none() {
-        return bin.to_path_buf();
-    }
-    let mut checked = CHECKED.lock().unwrap();
-    if let Some((_, usable)) = checked.iter().find(|(b, _)| b == bin) {
-        return usable.clone();
-    }
-    let usable = reachable_copy(r, bin);
-    checked.push((bin.to_path_buf(), usable.clone()));
-    usable
-}
-
-fn reachable_copy(r: &Runner, bin: &Path) -> PathBuf {
-    let ok = r
-        .command("/usr/bin/test")
-        .arg("-x")
-        .arg(bin)
-        .status()
-        .expect("running setpriv (util-linux)")
-        .success();
-    if ok {
-        return bin.to_path_buf();
-    }
-    let meta = fs::metadata(bin).expect("binary metadata");
-    let stamp = meta
-        .modified()
-        .expect("mtime")
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    let dir = PathBuf::from(format!("/tmp/sbx-live-bin-{}", stamp.as_nanos()));
-    let copy = dir.join(bin.file_name().unwrap());
-    if !copy.exists() {
-        fs::create_dir_all(&dir).unwrap();
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
-        // Parallel tests may copy at once: each copies to its own name, then renames.
-        let tmp = dir.join(format!(
-            ".{}.{}",
-            bin.file_name().unwrap().to_string_lossy(),
-            std::process::id()
-        ));
-        fs::copy(bin, &tmp).unwrap();
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
-        fs::rename(&tmp, &copy).unwrap();
-    }
-    copy
+    r.reachable(bin)
 }
 
 // ---- the tree --------------------------------------------------------------------------------
@@ -885,7 +841,7 @@ fn landlock_only_ancestors(r: &Runner) {
     let notes = ancestor_layout(&fx);
     let text = fs::read_to_string(&fx.policy).unwrap()
         + &format!("\n[[refuse]]\npath = {:?}\n", notes.join("private"))
-        + "[linux]\nways_out = false\n";
+        + "[linux]\nways_out = false\n[autorun]\nguard = false\n";
     let opts = ResolveOptions::new(sandboxer::Target::Linux, fx.home.clone(), false).unwrap();
     let policy = sandboxer::Policy::from_toml(&text, "p.toml", &opts).unwrap();
     let facts = sandboxer::linux::plan::Facts {
@@ -1358,7 +1314,7 @@ fn read_only_grants_in_the_open(r: &Runner) {
         "version = 1\nbase = \"closed\"\n\
          [[grant]]\npath = {root:?}\naccess = \"ro\"\n\
          [[grant]]\npath = {inner:?}\naccess = \"rw\"\n\
-         [linux]\nways_out = false\n",
+         [linux]\nways_out = false\n[autorun]\nguard = false\n",
         root = fx.root,
         inner = inner,
     );
@@ -1382,7 +1338,7 @@ fn read_only_grants_in_the_open(r: &Runner) {
         "version = 1\nbase = \"open\"\n\
          [[protected]]\npath = {rc:?}\n\
          [[grant]]\npath = {rc:?}\naccess = \"ro\"\n\
-         [linux]\nways_out = false\n",
+         [linux]\nways_out = false\n[autorun]\nguard = false\n",
     );
     fs::write(&fx.policy, open).unwrap();
     let cases = [

@@ -285,7 +285,7 @@ fn scenario(who: Who, shape: &str) {
     fs::write(
         &policy,
         format!(
-            "version = 1\nbase = \"open\"\nunix_sockets = [{:?}]\n[linux]\nways_out = false\n",
+            "version = 1\nbase = \"open\"\nunix_sockets = [{:?}]\n[linux]\nways_out = false\n[autorun]\nguard = false\n",
             allowed.display().to_string()
         ),
     )

@@ -1,9 +1,10 @@
 //! The rendered Seatbelt profile means what the policy means.
 //!
 //! (a) Differential: for random policies (protected roots, nested ro/rw grants, refused
-//!     paths, launchers blocked or not, open or closed base) and random paths (hostile
-//!     characters, non-UTF-8 bytes, rule paths, their ancestors, children and look-alike
-//!     siblings), the SBPL evaluator's answer on the rendered profile equals
+//!     paths, guarded paths and the repository pattern, launchers blocked or not, open or
+//!     closed base) and random paths (hostile characters, non-UTF-8 bytes, rule paths, their
+//!     ancestors, children, other cases, git folders and look-alike siblings), the SBPL
+//!     evaluator's answer on the rendered profile equals
 //!     `Policy::decide` for every policy operation, and is never "unknown".
 //! (b) Injection: hostile path components change no rule of the profile. The profile of a
 //!     hostile policy parses to exactly the rules of the same policy spelled with benign
@@ -19,9 +20,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
+use sandboxer::autorun::RepositorySettings;
+use sandboxer::autorun::repos::ScanLimits;
 use sandboxer::policy::ResolveOptions;
 use sandboxer::sbpl::{self, FilterKind, KNOWN_OPERATIONS, Outcome, Query, SocketFilter};
 use sandboxer::{Op, Policy, Target, Verdict, seatbelt};
@@ -82,29 +86,56 @@ struct Shape {
     refuse: Vec<(usize, Vec<usize>)>,
     /// A closed base's extra writable folder (top, components).
     closed_write: Option<(usize, Vec<usize>)>,
+    /// Guarded paths, `[[guard]]` (top, ASCII components): read-only whatever the grants say.
+    guarded: Vec<(usize, Vec<usize>)>,
+    /// The autorun guard's repository pattern (every git folder's hooks and config under the
+    /// home, outside read-write grants).
+    repositories: bool,
 }
 
 fn segs(max: usize) -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(0..SEGMENTS.len(), 0..=max)
 }
 
+/// Components without non-ASCII: a guarded path's regexes then carry no non-ASCII literal,
+/// which the evaluator cannot match against the non-UTF-8 paths asked about (the spellings
+/// of non-ASCII names are tested in `seatbelt::spelled`).
+fn ascii_segs(max: usize) -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(
+        prop::sample::select(
+            (0..SEGMENTS.len())
+                .filter(|&i| SEGMENTS[i].is_ascii())
+                .collect::<Vec<_>>(),
+        ),
+        0..=max,
+    )
+}
+
 fn shape() -> impl Strategy<Value = Shape> {
     (
-        prop::bool::weighted(0.75),
+        (
+            prop::bool::weighted(0.75),
+            any::<bool>(),
+            prop::collection::vec((0..TOPS.len(), segs(2)), 0..4),
+            prop::collection::vec((any::<usize>(), segs(2), any::<bool>()), 0..6),
+            prop::collection::vec((any::<usize>(), segs(2)), 0..3),
+            prop::option::of((0..TOPS.len(), segs(2))),
+        ),
+        prop::collection::vec((0..TOPS.len(), ascii_segs(2)), 0..3),
         any::<bool>(),
-        prop::collection::vec((0..TOPS.len(), segs(2)), 0..4),
-        prop::collection::vec((any::<usize>(), segs(2), any::<bool>()), 0..6),
-        prop::collection::vec((any::<usize>(), segs(2)), 0..3),
-        prop::option::of((0..TOPS.len(), segs(2))),
     )
         .prop_map(
-            |(open, block, protected, grants, refuse, closed_write)| Shape {
-                open,
-                block,
-                protected,
-                grants,
-                refuse,
-                closed_write,
+            |((open, block, protected, grants, refuse, closed_write), guarded, repositories)| {
+                Shape {
+                    open,
+                    block,
+                    protected,
+                    grants,
+                    refuse,
+                    closed_write,
+                    guarded,
+                    repositories,
+                }
             },
         )
 }
@@ -233,6 +264,12 @@ fn policy_text(shape: &Shape, spelling: &dyn Spelling) -> String {
             .into(),
     );
     doc.insert("refuse".into(), paths(&refuse));
+    let guarded: Vec<String> = shape
+        .guarded
+        .iter()
+        .map(|(top, parts)| join(TOPS[*top], parts, spelling))
+        .collect();
+    doc.insert("guard".into(), paths(&guarded));
     doc.insert(
         "launchers".into(),
         table(vec![("block", shape.block.into())]),
@@ -247,8 +284,19 @@ fn policy_text(shape: &Shape, spelling: &dyn Spelling) -> String {
     toml::to_string(&doc).expect("a table serializes")
 }
 
-fn load(text: &str) -> Option<Policy> {
-    let opts = ResolveOptions::new(Target::Macos, PathBuf::from("/Users/ada"), false).unwrap();
+fn load(text: &str, repositories: bool) -> Option<Policy> {
+    let mut opts = ResolveOptions::new(Target::Macos, PathBuf::from("/Users/ada"), false).unwrap();
+    if repositories {
+        opts.repositories = Some(RepositorySettings {
+            guard: vec!["hooks".into(), "config".into()],
+            limits: ScanLimits {
+                max_depth: 0,
+                skip: Vec::new(),
+                budget: Duration::ZERO,
+                max_dirs: 0,
+            },
+        });
+    }
     Policy::from_toml(text, "random.toml", &opts).ok()
 }
 
@@ -276,6 +324,21 @@ fn query_paths(policy: &Policy, extra: &[PathBuf]) -> BTreeSet<PathBuf> {
         out.insert(cat(r, b"/\xff\xfe"));
         out.insert(cat(r, b"2"));
         out.insert(cat(r, b" b"));
+        // Other spellings (APFS: the same file) and repositories' git folders. ASCII only:
+        // the repository pattern's `.*` cannot be decided over non-ASCII names.
+        if let Some(text) = r.to_str().filter(|t| t.is_ascii()) {
+            out.insert(PathBuf::from(text.to_uppercase()));
+            out.insert(PathBuf::from(text.to_lowercase()).join("F"));
+            for git in [
+                ".git",
+                ".git/hooks/pre-commit",
+                ".GIT/Config",
+                ".git/HEAD",
+                ".git/configs",
+            ] {
+                out.insert(r.join(git));
+            }
+        }
     }
     for fixed in [
         "/usr/bin/true",
@@ -320,10 +383,14 @@ fn random_paths() -> impl Strategy<Value = Vec<PathBuf>> {
             .map(|(top, parts, bytes)| {
                 let p = PathBuf::from(join(TOPS[top], &parts, &Hostile));
                 // Raw bytes as a last component: non-UTF-8 included; `/`, NUL, `.` and `..`
-                // kept out, since the kernel hands Seatbelt no such component.
+                // kept out, since the kernel hands Seatbelt no such component, and newlines,
+                // which make the guard's regexes undecided (POSIX leaves `^ $ .` around a
+                // newline to REG_NEWLINE; docs/seatbelt.md, "The autorun guard").
                 match bytes {
                     Some(b)
-                        if b.iter().all(|c| *c != b'/' && *c != 0) && b != b"." && b != b".." =>
+                        if b.iter().all(|c| !matches!(*c, b'/' | 0 | b'\n'))
+                            && b != b"."
+                            && b != b".." =>
                     {
                         p.join(OsStr::from_bytes(&b))
                     }
@@ -359,7 +426,7 @@ fn profile_decides_like_the_policy() {
             ),
             |(shape, extra, picks)| {
                 let text = policy_text(&shape, &Hostile);
-                let Some(policy) = load(&text) else {
+                let Some(policy) = load(&text, shape.repositories) else {
                     refused.set(refused.get() + 1);
                     return Ok(());
                 };
@@ -476,9 +543,14 @@ fn hostile_paths_change_no_rule() {
     let compared = Cell::new(0u32);
     let refused = Cell::new(0u32);
     runner
-        .run(&shape(), |shape| {
+        .run(&shape(), |mut shape| {
+            // Guarded paths are also written as regexes, whose text differs with the names;
+            // their literals come from the same escape function, and `seatbelt::spelled`'s
+            // property tests read hostile ones back through the evaluator.
+            shape.guarded.clear();
             let hostile_text = policy_text(&shape, &Hostile);
             let benign_text = policy_text(&shape, &benign);
+            let load = |text: &str| load(text, shape.repositories);
             let (Some(hostile), Some(plain)) = (load(&hostile_text), load(&benign_text)) else {
                 // The loader must judge both spellings alike: only the names differ.
                 prop_assert_eq!(load(&hostile_text).is_some(), load(&benign_text).is_some());
@@ -514,7 +586,7 @@ fn product(block: bool) -> Policy {
          [[grant]]\npath = \"~/Library/Application Support/AgentWorks/chat-1\"\naccess = \"rw\"\n\
          [launchers]\nblock = {block}\n[macos]\ndeny_mach_services = [\"com.example.agentd\"]\n"
     );
-    load(&text).expect("the product policy loads")
+    load(&text, true).expect("the product policy loads")
 }
 
 fn parsed(policy: &Policy) -> sbpl::Profile {

@@ -52,7 +52,8 @@ fn mac(text: &str) -> Policy {
 }
 
 /// As the CLI resolves a policy for a Mac named by `--home /Users/ada --uid 501`: the macOS
-/// ways-out list for that person, without environment variables (the Mac's are unknown).
+/// ways-out and autorun lists for that person, without environment variables (the Mac's are
+/// unknown).
 fn mac_with_ways_out(text: &str) -> Policy {
     use sandboxer::ways_out::{self, Env};
     let mut opts = opts();
@@ -63,6 +64,7 @@ fn mac_with_ways_out(text: &str) -> Policy {
         Some("ada"),
     );
     opts.ways_out = ways_out::load(Target::Macos, None, &env).unwrap();
+    opts.add_autorun(None, Some(501), Some("ada")).unwrap();
     Policy::from_toml(text, "policy.toml", &opts).unwrap()
 }
 
@@ -193,7 +195,8 @@ access = "rw"
     insta::assert_snapshot!("nested", seatbelt::render(&policy).unwrap());
 }
 
-/// `(deny default)` is the only deny: the profile is a union of allow rules.
+/// Without the autorun guard (seatbelt_guard.rs), `(deny default)` is the only deny: the
+/// profile is a union of allow rules.
 #[test]
 fn profiles_are_allow_only() {
     for text in [PRODUCT, CLOSED, &unblocked(PRODUCT), &unblocked(CLOSED)] {

@@ -92,6 +92,24 @@ pub enum MountStep {
     /// the next launch would protect in its place. `of` is the rule path it holds. A folder
     /// that is already the root of a mount when the plan is applied is left as it is.
     Pin { path: PathBuf, of: PathBuf },
+    /// A guarded path (the autorun guard, `[[guard]]`), bound onto itself read-only: a
+    /// recursive clone of the tree at its path, every mount in it read-only, so writes,
+    /// metadata changes and new entries beneath fail (`EROFS`) and the path itself cannot be
+    /// deleted, renamed or replaced (`EBUSY`), while reads, exec and connect(2) work. Guards
+    /// come after every other step on a path they hold, so what those put on stays in the
+    /// clone. When the path did not exist at plan time (`existed: false`), the caller makes a
+    /// placeholder first, removed when the last launch using it ends: an empty folder
+    /// (`is_dir`) or a file with `content` (an empty `~/.zshrc`, `{}` for a JSON settings
+    /// file), made with any missing folders above it. A file guard carries `content` also when
+    /// it exists: it may be another launch's placeholder, which the last launch using it
+    /// removes only if it still holds exactly that.
+    Guard {
+        path: PathBuf,
+        existed: bool,
+        is_dir: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+    },
 }
 
 impl MountStep {
@@ -100,7 +118,8 @@ impl MountStep {
             MountStep::Cover { path, .. }
             | MountStep::BindBack { path, .. }
             | MountStep::Refuse { path, .. }
-            | MountStep::Pin { path, .. } => path,
+            | MountStep::Pin { path, .. }
+            | MountStep::Guard { path, .. } => path,
         }
     }
 }

@@ -105,6 +105,7 @@ fn repositories(
                     repo.git_dir.display()
                 )),
                 path,
+                repository: true,
             });
         }
     }
@@ -321,7 +322,7 @@ impl Cx<'_> {
         let autorun_guard = raw.autorun.guard.unwrap_or(true);
         let mut guarded = self.guarded(&raw, autorun_guard)?;
         let beyond = match (&self.opts.repositories, autorun_guard) {
-            (Some(settings), true) => {
+            (Some(settings), true) if target == Target::Linux => {
                 repositories(settings, &self.opts.home, &protected, &grants, &mut guarded)
             }
             _ => Vec::new(),
@@ -404,7 +405,15 @@ impl Cx<'_> {
             guarded,
             autorun: AutorunKnobs {
                 guard: autorun_guard,
+                repositories_scanned: autorun_guard
+                    && target == Target::Linux
+                    && self.opts.repositories.is_some(),
                 beyond,
+                // One pattern on macOS covers every repository (see policy/guard.rs).
+                repositories: match (&self.opts.repositories, autorun_guard, target) {
+                    (Some(settings), true, Target::Macos) => settings.guard.clone(),
+                    _ => Vec::new(),
+                },
             },
             launchers,
             closed,
@@ -459,12 +468,14 @@ impl Cx<'_> {
                 ));
             }
             let origin = self.origin(&g.path.span(), &field);
-            for p in [lexical, path] {
+            let link = self.link_path(&lexical)?;
+            for p in [link, path] {
                 push(Guarded {
                     path: p,
                     origin: origin.clone(),
                     why: g.why.clone(),
                     missing: missing.clone(),
+                    repository: false,
                 });
             }
         }
@@ -476,21 +487,38 @@ impl Cx<'_> {
             } else {
                 e.path.clone()
             };
+            let link = self.link_path(&e.path)?;
             let origin = Origin {
                 file: "(autorun)".into(),
                 line: 0,
                 field: e.origin.clone(),
             };
-            for p in [e.path.clone(), resolved] {
+            for p in [link, resolved] {
                 push(Guarded {
                     path: p,
                     origin: origin.clone(),
                     why: Some(e.why.clone()),
                     missing: e.missing.clone(),
+                    repository: false,
                 });
             }
         }
         Ok(out)
+    }
+
+    /// `path` with every component but the last resolved: the path of the entry itself, which
+    /// may be a symlink (a dotfile linked into a dotfiles repository). Both it and what it
+    /// names are guarded: rewriting the link is a write too.
+    fn link_path(&self, path: &Path) -> Result<PathBuf, PolicyError> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(path.to_path_buf());
+        };
+        if !self.opts.resolve_symlinks {
+            return Ok(path.to_path_buf());
+        }
+        let parent = canonicalize_existing_prefix(parent)
+            .map_err(|e| option_error("guard", format!("cannot resolve {parent:?}: {e}")))?;
+        Ok(parent.join(name))
     }
 
     fn folder_list(

@@ -11,10 +11,12 @@
 //! paths for one [`Target`]. Build one with [`Policy::load`] or [`Policy::from_toml`].
 
 mod document;
+mod guard;
 mod launchers;
 mod load;
 mod resolve;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -28,8 +30,9 @@ pub use launchers::{LauncherPath, LauncherSet, MachName};
 pub use load::{PolicyError, default_policy};
 pub use resolve::{ResolveError, ResolveOptions};
 
-use crate::paths::{normalize, strictly_within, within};
+use crate::paths::{normalize, within};
 use crate::target::Target;
+use guard::{GuardHit, REPOSITORIES_ORIGIN};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -181,6 +184,10 @@ pub struct Guarded {
     pub why: Option<String>,
     /// What the Linux masks put there when it is missing at launch.
     pub missing: crate::autorun::Missing,
+    /// A git repository's hooks or config, found at launch. The Linux masks do not pin its
+    /// ancestors: moving the repository moves the guard along, and a repository made at the
+    /// old path is one made while the sandbox runs (the gap `autorun-repositories-beyond`).
+    pub repository: bool,
 }
 
 /// The autorun guard's state for one policy.
@@ -189,9 +196,16 @@ pub struct AutorunKnobs {
     /// `[autorun] guard`: whether the autorun list is applied (the policy's own `[[guard]]`
     /// entries always are).
     pub guard: bool,
+    /// Whether git repositories under the home were looked for (Linux, on this machine).
+    pub repositories_scanned: bool,
     /// What the guard could not cover on this machine (repositories beyond the scan's bounds),
     /// for `doctor` and the plan.
     pub beyond: Vec<String>,
+    /// macOS: the entries of every git folder under the home that are guarded outside
+    /// read-write grants (`hooks`, `config`), by one pattern; empty when off (Linux finds
+    /// repositories at launch and guards them as entries instead).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repositories: Vec<String>,
 }
 
 /// Folders a closed base opens: `read` (read, list, exec) and `write` (everything).
@@ -323,10 +337,10 @@ pub struct At<'p> {
     /// The launcher executable at exactly this path.
     launcher: Option<&'p LauncherPath>,
     launcher_folder: Option<&'p LauncherPath>,
-    /// A rule root strictly beneath the path.
-    ancestor_of: Option<&'p Path>,
+    /// A rule root strictly beneath the path (see `guard.rs` for macOS's guard).
+    ancestor_of: Option<Cow<'p, Path>>,
     refused: Option<&'p Rule>,
-    guarded: Option<&'p Guarded>,
+    guarded: Option<GuardHit<'p>>,
     grant: Option<&'p Grant>,
     protected: Option<&'p Rule>,
     /// A closed base's folders holding the path (looked up only for a closed base).
@@ -353,21 +367,29 @@ impl At<'_> {
             });
         }
         if matches!(op, Op::Delete | Op::Rename)
-            && let Some(of) = self.ancestor_of
+            && let Some(of) = &self.ancestor_of
         {
-            return Decision::deny(Reason::Ancestor { of: of.into() });
+            return Decision::deny(Reason::Ancestor {
+                of: of.to_path_buf(),
+            });
         }
         if let Some(r) = self.refused {
             return Decision::deny(Reason::Refused {
                 root: r.path.clone(),
             });
         }
-        if let Some(g) = self.guarded
+        if let Some(hit) = &self.guarded
             && !op.leaves_files_alone()
         {
-            return Decision::deny(Reason::Guarded {
-                root: g.path.clone(),
-                origin: g.origin.to_string(),
+            return Decision::deny(match hit {
+                GuardHit::Entry(g) => Reason::Guarded {
+                    root: g.path.clone(),
+                    origin: g.origin.to_string(),
+                },
+                GuardHit::Repository(root) => Reason::Guarded {
+                    root: root.clone(),
+                    origin: REPOSITORIES_ORIGIN.into(),
+                },
             });
         }
         if let Some(g) = self.grant {
@@ -475,15 +497,16 @@ impl Policy {
         let p = path.as_path();
         let launchers = self.launchers.block.then_some(&self.launchers);
         let closed = (self.base == Base::Closed).then_some(&self.closed);
+        let grant = self.deepest_grant(p);
         At {
             absolute: true,
             base: self.base,
             launcher: launchers.and_then(|l| l.exec.iter().find(|l| l.path == p)),
             launcher_folder: launchers.and_then(|l| l.read.iter().find(|l| within(p, &l.path))),
-            ancestor_of: self.rule_roots().find(|root| strictly_within(root, p)),
+            ancestor_of: self.ancestor_at(p, grant),
             refused: self.refuse.iter().find(|r| within(p, &r.path)),
-            guarded: self.guarded.iter().find(|g| within(p, &g.path)),
-            grant: self.deepest_grant(p),
+            guarded: self.guard_at(p, grant),
+            grant,
             protected: self.protected.iter().find(|r| within(p, &r.path)),
             closed_write: closed.and_then(|c| c.write.iter().find(|w| within(p, &w.path))),
             closed_read: closed.and_then(|c| c.read.iter().find(|r| within(p, &r.path))),

@@ -56,9 +56,9 @@ pub struct ResolveOptions {
     /// programs found on `$PATH` ([`ResolveOptions::add_programs`]): added as guarded paths
     /// unless the policy says `[autorun] guard = false`. See `profiles/autorun.toml`.
     pub autorun: Vec<autorun::Entry>,
-    /// How to look for git repositories under the home at load time, whose hooks and config
-    /// are then guarded too (Linux, on this machine only: macOS profiles guard every
-    /// repository with one pattern). None: not looked for.
+    /// Git repositories under the home, whose hooks and config are guarded too: Linux looks
+    /// for them at load time (on this machine only); macOS guards every repository with one
+    /// pattern ([`crate::policy::AutorunKnobs::repositories`]). None: not guarded.
     pub repositories: Option<RepositorySettings>,
 }
 
@@ -122,8 +122,9 @@ impl ResolveOptions {
         let list = autorun::list::load(self.target, profiles_dir, &env)?;
         self.autorun.retain(|e| e.origin.starts_with("(programs)"));
         self.autorun.extend(list.entries);
-        self.repositories =
-            (self.target == Target::Linux && self.target.is_host()).then_some(list.repositories);
+        // Linux looks for repositories on this machine at load; macOS guards them all by one
+        // pattern, wherever the profile is rendered.
+        self.repositories = Some(list.repositories);
         Ok(())
     }
 

@@ -13,6 +13,9 @@
 //!   where the `K…` are single paths left out (launcher binaries, kept ancestors). Each
 //!   excluded folder is named twice: Codex's Seatbelt policy found `subpath` alone let the
 //!   folder itself be created when it did not exist yet.
+//! - guarded paths (denied after every allow): `(subpath P)` and `(regex R)` per path, `R`
+//!   matching every spelling (`super::spelled`); the repository pattern outside read-write
+//!   grants as `(require-all (regex R) (require-not (subpath G))…)`.
 //! - sockets: `(SIDE unix-socket (subpath R))`, or
 //!   `(require-all (SIDE unix-socket (subpath R)) (require-not (SIDE unix-socket (subpath X)))…)`
 //!   with SIDE `remote` (connect) or `local` (bind), the forms Codex's and Anthropic's
@@ -93,6 +96,36 @@ impl Alternatives {
                 "{MEMBER}(require-not ({side} unix-socket (subpath {x})))"
             )
             .expect("writing to a String");
+        }
+        out.push(')');
+    }
+
+    /// Folders: `(subpath P)` each.
+    pub(crate) fn subpaths(&mut self, literals: &[String]) {
+        for l in literals {
+            write!(self.next(None), "(subpath {l})").expect("writing to a String");
+        }
+    }
+
+    /// Regexes: `(regex R)` each (`R` an escaped literal).
+    pub(crate) fn regexes(&mut self, comment: Option<&str>, literals: &[String]) {
+        for (i, l) in literals.iter().enumerate() {
+            let comment = comment.filter(|_| i == 0);
+            write!(self.next(comment), "(regex {l})").expect("writing to a String");
+        }
+    }
+
+    /// A regex outside the folders `except`:
+    /// `(require-all (regex R) (require-not (subpath X))…)`, or `(regex R)` alone.
+    pub(crate) fn regex_outside(&mut self, comment: Option<&str>, regex: &str, except: &[String]) {
+        let out = self.next(comment);
+        if except.is_empty() {
+            write!(out, "(regex {regex})").expect("writing to a String");
+            return;
+        }
+        write!(out, "(require-all{MEMBER}(regex {regex})").expect("writing to a String");
+        for x in except {
+            write!(out, "{MEMBER}(require-not (subpath {x}))").expect("writing to a String");
         }
         out.push(')');
     }

@@ -1,17 +1,21 @@
 //! macOS Seatbelt: a resolved [`Policy`] → a complete SBPL profile, usable alone with
 //! `sandbox-exec -f`.
 //!
-//! The profile is `(version 1) (deny default)` followed by allow rules only, each carrying
-//! its exclusions as `require-not`: a union of predicates, whose meaning does not depend on
+//! The profile is `(version 1) (deny default)` followed by allow rules, each carrying its
+//! exclusions as `require-not`: a union of predicates, whose meaning does not depend on
 //! rule order. How the policy's layers become such a union is `layout`'s business (regions:
 //! a folder minus folders inside it); `filters` writes each region as SBPL filters from
-//! literals escaped by [`escape`]; the rest of the text comes from a Tera template
+//! literals escaped by [`escape`]. Last come the autorun guard's denials (`guard`, with
+//! regexes for every spelling from [`spelled`]), which no allow may re-open: the only place
+//! where order matters. The rest of the text comes from a Tera template
 //! (`profiles/seatbelt/profile.sb.tera`, embedded, overridable), which never sees a raw path.
 //! `docs/seatbelt.md` explains every rule and where each operation name was seen.
 
 pub mod escape;
 mod filters;
+mod guard;
 mod layout;
+pub mod spelled;
 
 use std::borrow::Cow;
 use std::io;
@@ -25,6 +29,7 @@ use crate::policy::{Access, Base, Op, Policy};
 use crate::target::Target;
 use escape::{EscapeError, path_literal, string_literal};
 use filters::{Alternatives, Side};
+use guard::GuardFilters;
 use layout::{Key, Layout, ReadTerm, Source, WriteTerm};
 
 /// The embedded profile template.
@@ -211,6 +216,7 @@ fn canonical(policy: &Policy) -> Result<Cow<'_, Policy>, RenderError> {
     p.protected.iter_mut().for_each(|r| fix(&mut r.path));
     p.grants.iter_mut().for_each(|g| fix(&mut g.path));
     p.refuse.iter_mut().for_each(|r| fix(&mut r.path));
+    p.guarded.iter_mut().for_each(|g| fix(&mut g.path));
     p.closed.read.iter_mut().for_each(|r| fix(&mut r.path));
     p.closed.write.iter_mut().for_each(|r| fix(&mut r.path));
     p.launchers.exec.iter_mut().for_each(|l| fix(&mut l.path));
@@ -268,6 +274,13 @@ fn paths_of(policy: &Policy) -> impl Iterator<Item = (&'static str, PathOrigin<'
                 .map(|g| ("grant", PathOrigin::Rule(&g.origin), g.path.as_path())),
         )
         .chain(rules("refused path", &policy.refuse))
+        .chain(policy.guarded.iter().map(|g| {
+            (
+                "guarded path",
+                PathOrigin::Rule(&g.origin),
+                g.path.as_path(),
+            )
+        }))
         .chain(rules("closed.read folder", &policy.closed.read))
         .chain(rules("closed.write folder", &policy.closed.write))
         .chain(
@@ -307,6 +320,10 @@ struct ProfileData {
     write_local: String,
     /// Folders above grants, for file-read-metadata.
     traverse: String,
+    /// The autorun guard: guarded paths, denied file-write* and file-link after every allow.
+    guard_writes: String,
+    /// Their folders and the repositories' git folders, denied file-write-unlink.
+    guard_unlink: String,
     launcher_exec: Vec<String>,
     launcher_folders: Vec<String>,
     mach_names: Vec<String>,
@@ -391,6 +408,7 @@ impl ProfileData {
         write_keep.literals(&lits(&layout.keep)?);
         let mut traverse = Alternatives::default();
         traverse.literals(&lits(&layout.traverse)?);
+        let guard = GuardFilters::new(policy)?;
         let mut mach_names: Vec<String> = Vec::new();
         let mut mach_prefixes: Vec<String> = Vec::new();
         if blocked {
@@ -422,6 +440,8 @@ impl ProfileData {
             write_remote: lists.write_remote.into_string(),
             write_local: lists.write_local.into_string(),
             traverse: traverse.into_string(),
+            guard_writes: guard.writes,
+            guard_unlink: guard.unlink,
             launcher_exec: lits(&layout.launcher_exec)?,
             launcher_folders: lits(&layout.launcher_folders)?,
             mach_names,

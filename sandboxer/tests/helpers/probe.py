@@ -121,6 +121,8 @@ OPS = {
     "create": create,
     "mkdir": lambda p: os.mkdir(p) or "",
     "chmod": lambda p, mode: os.chmod(p, int(mode, 8)) or "",
+    "setxattr": lambda p: os.setxattr(p, "user.probe", b"1", follow_symlinks=False) or "",
+    "truncate": lambda p: os.truncate(p, 0) or "",
     "list": lambda p: "\n".join(sorted(os.listdir(p))),
     "delete": delete,
     "rename": lambda a, b: os.rename(a, b) or "",

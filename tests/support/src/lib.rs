@@ -155,6 +155,59 @@ impl Runner {
     }
 }
 
+impl Runner {
+    /// `bin` itself when this runner can execute it, else a copy in a world-readable folder
+    /// under /tmp (a CI checkout under /root is not reachable by the unprivileged user),
+    /// made once per binary version.
+    pub fn reachable(&self, bin: &std::path::Path) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        static CHECKED: std::sync::Mutex<Vec<(std::path::PathBuf, std::path::PathBuf)>> =
+            std::sync::Mutex::new(Vec::new());
+        if self.switch_to.is_none() {
+            return bin.to_path_buf();
+        }
+        let mut checked = CHECKED.lock().unwrap();
+        if let Some((_, usable)) = checked.iter().find(|(b, _)| b == bin) {
+            return usable.clone();
+        }
+        let ok = self
+            .command("/usr/bin/test")
+            .arg("-x")
+            .arg(bin)
+            .status()
+            .expect("running setpriv (util-linux)")
+            .success();
+        let usable = if ok {
+            bin.to_path_buf()
+        } else {
+            let meta = std::fs::metadata(bin).expect("binary metadata");
+            let stamp = meta
+                .modified()
+                .expect("mtime")
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            let dir = std::path::PathBuf::from(format!("/tmp/sbx-live-bin-{}", stamp.as_nanos()));
+            let copy = dir.join(bin.file_name().unwrap());
+            if !copy.exists() {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+                // Parallel tests may copy at once: each copies to its own name, then renames.
+                let tmp = dir.join(format!(
+                    ".{}.{}",
+                    bin.file_name().unwrap().to_string_lossy(),
+                    std::process::id()
+                ));
+                std::fs::copy(bin, &tmp).unwrap();
+                std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+                std::fs::rename(&tmp, &copy).unwrap();
+            }
+            copy
+        };
+        checked.push((bin.to_path_buf(), usable.clone()));
+        usable
+    }
+}
+
 /// A finished command's status and output, for assertion messages.
 pub fn text(o: &Output) -> String {
     format!(

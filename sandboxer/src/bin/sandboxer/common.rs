@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use std::ffi::OsStr;
+
 use sandboxer::policy::{LauncherSet, ResolveOptions, default_policy};
 use sandboxer::{Policy, Target};
 
@@ -77,6 +79,34 @@ impl PolicyArgs {
             .context("loading the ways-out list")
     }
 
+    /// Fills `opts.autorun` from the autorun list (`--profiles-dir`/autorun.toml or the
+    /// embedded one) and, for this machine, the programs run outside a sandbox later: the
+    /// list's names and `commands` found on `$PATH` (a command given as a path is guarded at
+    /// that path), and this `sandboxer` binary ([`ResolveOptions::add_programs`]).
+    pub fn fill_autorun(&self, opts: &mut ResolveOptions, commands: &[&OsStr]) -> Result<()> {
+        opts.add_autorun(self.profiles_dir.as_deref(), self.uid, self.user.as_deref())
+            .context("loading the autorun list")?;
+        let has_slash = |c: &OsStr| c.as_encoded_bytes().contains(&b'/');
+        let names: Vec<String> = commands
+            .iter()
+            .filter(|c| !has_slash(c))
+            .filter_map(|c| c.to_str().map(str::to_string))
+            .collect();
+        let mut files: Vec<PathBuf> = commands
+            .iter()
+            .filter(|c| has_slash(c))
+            .filter_map(|c| std::path::absolute(c).ok())
+            .collect();
+        files.extend(std::env::current_exe().ok());
+        opts.add_programs(
+            self.profiles_dir.as_deref(),
+            &names,
+            std::env::var_os("PATH").as_deref(),
+            &files,
+        )
+        .context("loading the autorun list")
+    }
+
     pub fn load_with(&self, opts: &ResolveOptions) -> Result<Policy> {
         let policy = match &self.policy {
             Some(path) => Policy::load(path, opts)?,
@@ -94,6 +124,7 @@ impl PolicyArgs {
     pub fn load(&self) -> Result<Policy> {
         let mut opts = self.resolve_options()?;
         self.fill_ways_out(&mut opts)?;
+        self.fill_autorun(&mut opts, &[])?;
         self.load_with(&opts)
     }
 }

@@ -107,6 +107,7 @@ fn build(args: &DoctorArgs) -> Result<DoctorReport> {
     };
     let loaded = args.policy.resolve_options().and_then(|mut opts| {
         args.policy.fill_ways_out(&mut opts)?;
+        args.policy.fill_autorun(&mut opts, &[])?;
         args.policy.load_with(&opts)
     });
     let enforcement = match loaded {

@@ -75,7 +75,7 @@ fn run(args: ExecArgs) -> Result<ExitCode> {
         true => None,
         false => exec::start_ahead(args.enforce, &command),
     };
-    let policy = load_policy(&args.policy)?;
+    let policy = load_policy(&args.policy, &command)?;
     let how = args.enforce.unwrap_or(policy.linux.enforce);
     if probed {
         let facts = probed_facts(args.assume_facts.as_deref())?;
@@ -126,7 +126,10 @@ mod linux {
     /// policy's `[linux] ways_out` is on, the default. A policy whose text mentions
     /// `ways_out` is first loaded without the list; if it turns out to want it after all,
     /// it is loaded again with it. The file is read once either way.
-    pub fn load_policy(args: &PolicyArgs) -> Result<Policy> {
+    ///
+    /// The autorun list is always added (a policy with `[autorun] guard = false` ignores it),
+    /// with `command`'s program among the programs guarded.
+    pub fn load_policy(args: &PolicyArgs, command: &Command) -> Result<Policy> {
         let mut opts = args.resolve_options()?;
         let (text, label) = match &args.policy {
             Some(path) => match std::fs::read_to_string(path) {
@@ -139,14 +142,13 @@ mod linux {
                 "(embedded default policy)".to_string(),
             ),
         };
-        if text.contains("ways_out") {
-            let policy = Policy::from_toml(&text, &label, &opts)?;
-            if !policy.linux.ways_out {
-                return Ok(policy);
-            }
+        let ways_out =
+            !text.contains("ways_out") || Policy::from_toml(&text, &label, &opts)?.linux.ways_out;
+        if ways_out {
+            opts.add_ways_out(args.profiles_dir.as_deref(), None, None)
+                .context("loading the ways-out list")?;
         }
-        opts.add_ways_out(args.profiles_dir.as_deref(), None, None)
-            .context("loading the ways-out list")?;
+        args.fill_autorun(&mut opts, &[command.program.as_os_str()])?;
         Ok(Policy::from_toml(&text, &label, &opts)?)
     }
 

@@ -57,6 +57,7 @@ pub(super) fn apply(steps: &[MountStep], keep: &[PathBuf]) -> Result<Vec<Kept>, 
                 .and_then(|()| refuse(path, &mut scratch)),
             MountStep::Refuse { path, .. } => refuse(path, &mut scratch),
             MountStep::Pin { path, .. } => pin(path),
+            MountStep::Guard { path, .. } => guard(path),
         };
         applied.map_err(|e| in_step(step, e))?;
     }
@@ -88,6 +89,7 @@ fn in_step(step: &MountStep, e: StepError) -> EnforceError {
         MountStep::Pin { path, of } => {
             format!("pin {} (it holds {})", path.display(), of.display())
         }
+        MountStep::Guard { path, .. } => format!("guard {}", path.display()),
     };
     match e.errno {
         Some(errno) => EnforceError::os(Layer::Masks, format_args!("{name}: {}", e.what), errno),
@@ -248,6 +250,17 @@ fn pin(path: &Path) -> Result<(), StepError> {
     }
     let tree = sys::clone_tree(&target).map_err(|e| fail("cloning it (open_tree)", e))?;
     sys::move_mount(&tree, &target).map_err(|e| fail("binding it onto itself (move_mount)", e))
+}
+
+/// Binds the tree at `path` onto itself with every mount in it read-only: writes, metadata
+/// changes and new entries beneath fail (`EROFS`), and the path is a mount point (`EBUSY`).
+fn guard(path: &Path) -> Result<(), StepError> {
+    let target = open(path)?;
+    let tree = sys::clone_tree(&target).map_err(|e| fail("cloning it (open_tree)", e))?;
+    sys::mount_setattr(&tree, libc::MOUNT_ATTR_RDONLY, true)
+        .map_err(|e| fail("making it read-only (mount_setattr)", e))?;
+    sys::move_mount(&tree, &target)
+        .map_err(|e| fail("binding it onto itself read-only (move_mount)", e))
 }
 
 fn refuse(path: &Path, scratch: &mut Scratch) -> Result<(), StepError> {

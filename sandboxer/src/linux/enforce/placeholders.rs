@@ -10,6 +10,10 @@
 //!   that step fails.
 //! - A `Refuse` that is missing gets one only inside a grant that is bound back (a folder the
 //!   person already lets the command write to).
+//! - A `Guard` that is missing gets what its entry says stands in for it: an empty folder, or
+//!   a file with the entry's content (an empty `~/.zshrc`, a `~/.bash_profile` that reads what
+//!   bash reads without one). A file placeholder is removed only if it still holds exactly
+//!   that content: someone outside who wrote into it made it theirs.
 //!
 //! Folders are walked down from an existing ancestor with `RESOLVE_NO_SYMLINKS`, so a symlink
 //! planted on the way cannot send a `mkdir` elsewhere. While the sandbox runs, a placeholder
@@ -29,6 +33,7 @@
 //! launch made it; a folder without the mark that a launch found is never removed.
 
 use std::ffi::{CStr, CString};
+use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -51,13 +56,16 @@ pub(super) struct Placeholders {
     held: Vec<Held>,
 }
 
-/// A masked folder this launch holds a shared `flock` on (see the module's comment).
+/// A masked folder (or guarded file) this launch holds a shared `flock` on (see the module's
+/// comment).
 #[derive(Debug)]
 struct Held {
     path: PathBuf,
     fd: OwnedFd,
     dev: u64,
     ino: u64,
+    /// For a file: the content a placeholder of it holds (see [`Made::content`]).
+    content: Option<String>,
 }
 
 /// The mark a placeholder carries, so that whichever launch uses it last may remove it.
@@ -73,6 +81,8 @@ struct Made {
     name: CString,
     dev: u64,
     ino: u64,
+    /// None for a folder; for a file, the content it was made with.
+    content: Option<String>,
 }
 
 impl Placeholders {
@@ -85,9 +95,17 @@ impl Placeholders {
             if let MountStep::BindBack { .. } | MountStep::Pin { .. } = step {
                 continue;
             }
+            let file = match step {
+                MountStep::Guard {
+                    is_dir: false,
+                    content,
+                    ..
+                } => Some(content.clone().unwrap_or_default()),
+                _ => None,
+            };
             let mut held = false;
             for _ in 0..ATTEMPTS {
-                if placeholders.hold(path)? {
+                if placeholders.hold(path, file.as_deref())? {
                     held = true;
                     break;
                 }
@@ -114,7 +132,7 @@ impl Placeholders {
                         MountStep::Refuse { .. } => grant_holding(steps, path)?,
                         _ => existing_ancestor(path)?,
                     };
-                    placeholders.make(&anchor, path)?;
+                    placeholders.make(&anchor, path, file.as_deref())?;
                 }
             }
             if !held {
@@ -136,7 +154,9 @@ impl Placeholders {
     /// caller starts over. A path that is not a folder this process may open (a file, a
     /// symlink, another person's folder) is not locked: it is no placeholder of a launch
     /// that could remove it from under this one.
-    fn hold(&mut self, path: &Path) -> Result<bool, EnforceError> {
+    /// `file`: the path is a guarded file (a placeholder of it holds this content), not a
+    /// folder.
+    fn hold(&mut self, path: &Path, file: Option<&str>) -> Result<bool, EnforceError> {
         let err = |what: &str, e: Errno| {
             EnforceError::os(
                 Layer::Placeholder,
@@ -146,11 +166,21 @@ impl Placeholders {
         };
         let c_path = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| err("the path contains NUL", Errno::EINVAL))?;
-        let fd = match sys::open_no_symlinks(Dir::Cwd, &c_path, libc::O_RDONLY | libc::O_DIRECTORY)
-        {
+        let flags = match file {
+            Some(_) => libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
+            None => libc::O_RDONLY | libc::O_DIRECTORY,
+        };
+        let fd = match sys::open_no_symlinks(Dir::Cwd, &c_path, flags) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) => return Ok(false),
-            Err(Errno::ENOTDIR | Errno::ELOOP | Errno::EACCES | Errno::EPERM) => return Ok(true),
+            Err(
+                Errno::ENOTDIR
+                | Errno::ELOOP
+                | Errno::EACCES
+                | Errno::EPERM
+                | Errno::ENXIO
+                | Errno::EISDIR,
+            ) => return Ok(true),
             Err(e) => return Err(err("opening it", e)),
         };
         sys::flock(&fd, libc::LOCK_SH).map_err(|e| err("flock", e))?;
@@ -165,12 +195,14 @@ impl Placeholders {
             fd,
             dev: locked.st_dev,
             ino: locked.st_ino,
+            content: file.map(str::to_string),
         });
         Ok(true)
     }
 
-    /// Creates every missing folder from `anchor` (an existing folder) down to `path`.
-    fn make(&mut self, anchor: &Path, path: &Path) -> Result<(), EnforceError> {
+    /// Creates every missing folder from `anchor` (an existing folder) down to `path`; with
+    /// `file`, `path` itself is a file with that content.
+    fn make(&mut self, anchor: &Path, path: &Path, file: Option<&str>) -> Result<(), EnforceError> {
         let err = |what: &str, e: Errno| {
             EnforceError::os(
                 Layer::Placeholder,
@@ -185,22 +217,27 @@ impl Placeholders {
                 .map_err(|e| err(&format!("opening {}", anchor.display()), e))?;
         let mut parent = anchor.to_path_buf();
         let rel = path.strip_prefix(anchor).expect("anchor is an ancestor");
-        for component in rel.components() {
+        let count = rel.components().count();
+        for (i, component) in rel.components().enumerate() {
             let Component::Normal(name) = component else {
                 return Err(err("the path is not normal", Errno::EINVAL));
             };
             let name = CString::new(name.as_bytes())
                 .map_err(|_| err("the path contains NUL", Errno::EINVAL))?;
+            if let Some(content) = file.filter(|_| i + 1 == count) {
+                return self.make_file(&dir, &parent, &name, content, path);
+            }
             match mkdirat(&dir, name.as_c_str(), Mode::S_IRWXU) {
                 Ok(()) => {
                     let st = fstatat(&dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
                         .map_err(|e| err("stat of the new folder", e))?;
-                    mark(&dir, &name);
+                    mark(&dir, &name, libc::O_DIRECTORY);
                     self.made.push(Made {
                         parent: parent.clone(),
                         name: name.clone(),
                         dev: st.st_dev,
                         ino: st.st_ino,
+                        content: None,
                     });
                 }
                 Err(Errno::EEXIST) => {}
@@ -219,16 +256,76 @@ impl Placeholders {
     }
 }
 
+impl Placeholders {
+    /// Creates the file `name` in `dir` (`parent`) with `content`, mode 0600, marked. Another
+    /// launch that made it first wins (`EEXIST`): the caller locks whatever is there.
+    fn make_file(
+        &mut self,
+        dir: &OwnedFd,
+        parent: &Path,
+        name: &CStr,
+        content: &str,
+        path: &Path,
+    ) -> Result<(), EnforceError> {
+        let err = |what: &str, e: Errno| {
+            EnforceError::os(
+                Layer::Placeholder,
+                format_args!("placeholder for {}: {what}", path.display()),
+                e,
+            )
+        };
+        let fd = match sys::open_no_symlinks(
+            Dir::Fd(dir),
+            name,
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOCTTY,
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::EEXIST) => return Ok(()),
+            Err(e) => return Err(err("creating the file", e)),
+        };
+        // openat2 gives a new file mode 0; a start-up file is readable like any other.
+        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o644))
+            .map_err(|e| err("chmod 644 of the new file", e))?;
+        let mut f = std::fs::File::from(fd);
+        std::io::Write::write_all(&mut f, content.as_bytes()).map_err(|e| {
+            err(
+                "writing it",
+                Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            )
+        })?;
+        let st = nix::sys::stat::fstat(&f).map_err(|e| err("stat of the new file", e))?;
+        // SAFETY: valid descriptor, NUL-terminated name, a one-byte value that outlives the call.
+        unsafe { libc::fsetxattr(f.as_raw_fd(), MARK.as_ptr(), b"1".as_ptr().cast(), 1, 0) };
+        self.made.push(Made {
+            parent: parent.to_path_buf(),
+            name: name.to_owned(),
+            dev: st.st_dev,
+            ino: st.st_ino,
+            content: Some(content.to_string()),
+        });
+        Ok(())
+    }
+}
+
 impl Drop for Placeholders {
     /// Removes each placeholder no other launch holds, deepest first: those this launch made,
     /// and those it found bearing the placeholder mark. Failures are left alone on purpose: a
     /// placeholder someone filled or replaced is no longer ours to remove, and one another
     /// launch still masks is removed by the last launch using it.
     fn drop(&mut self) {
-        let mut candidates: Vec<(PathBuf, CString, u64, u64)> = self
+        type Candidate = (PathBuf, CString, u64, u64, Option<String>);
+        let mut candidates: Vec<Candidate> = self
             .made
             .iter()
-            .map(|m| (m.parent.clone(), m.name.clone(), m.dev, m.ino))
+            .map(|m| {
+                (
+                    m.parent.clone(),
+                    m.name.clone(),
+                    m.dev,
+                    m.ino,
+                    m.content.clone(),
+                )
+            })
             .collect();
         for h in &self.held {
             let made = candidates.iter().any(|c| (c.2, c.3) == (h.dev, h.ino));
@@ -237,12 +334,12 @@ impl Drop for Placeholders {
                 && let (Some(parent), Some(name)) = (h.path.parent(), h.path.file_name())
                 && let Ok(name) = CString::new(name.as_bytes())
             {
-                candidates.push((parent.to_path_buf(), name, h.dev, h.ino));
+                candidates.push((parent.to_path_buf(), name, h.dev, h.ino, h.content.clone()));
             }
         }
         // Deepest first, so that a folder made above a placeholder can go after it.
         candidates.sort_by_key(|c| std::cmp::Reverse(c.0.components().count()));
-        for (parent, name, dev, ino) in candidates {
+        for (parent, name, dev, ino, content) in candidates {
             if let Some(h) = self.held.iter().find(|h| (h.dev, h.ino) == (dev, ino)) {
                 // Exclusive only if no other launch holds it; held until this process is done.
                 if sys::flock(&h.fd, libc::LOCK_EX | libc::LOCK_NB).is_err() {
@@ -259,18 +356,42 @@ impl Drop for Placeholders {
             };
             let same = fstatat(&dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
                 .is_ok_and(|st| st.st_dev == dev && st.st_ino == ino);
-            if same {
-                let _ = unlinkat(&dir, name.as_c_str(), UnlinkatFlags::RemoveDir);
+            if !same {
+                continue;
+            }
+            match content {
+                // A folder goes only when empty (rmdir refuses otherwise).
+                None => {
+                    let _ = unlinkat(&dir, name.as_c_str(), UnlinkatFlags::RemoveDir);
+                }
+                Some(content) if holds_exactly(&dir, &name, &content) => {
+                    let _ = unlinkat(&dir, name.as_c_str(), UnlinkatFlags::NoRemoveDir);
+                }
+                Some(_) => {}
             }
         }
     }
 }
 
+/// Whether the file `name` in `dir` holds exactly `content`: a placeholder nobody wrote to.
+fn holds_exactly(dir: &OwnedFd, name: &CStr, content: &str) -> bool {
+    let Ok(fd) = sys::open_no_symlinks(
+        Dir::Fd(dir),
+        name,
+        libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
+    ) else {
+        return false;
+    };
+    let mut now = Vec::with_capacity(content.len() + 1);
+    let read = std::io::Read::take(std::fs::File::from(fd), content.len() as u64 + 1)
+        .read_to_end(&mut now);
+    read.is_ok() && now == content.as_bytes()
+}
+
 /// Marks the new folder `name` in `dir` as a placeholder; best effort (a filesystem without
 /// user extended attributes leaves the folder to the launch that made it).
-fn mark(dir: &OwnedFd, name: &CStr) {
-    let Ok(fd) = sys::open_no_symlinks(Dir::Fd(dir), name, libc::O_RDONLY | libc::O_DIRECTORY)
-    else {
+fn mark(dir: &OwnedFd, name: &CStr, kind: libc::c_int) {
+    let Ok(fd) = sys::open_no_symlinks(Dir::Fd(dir), name, libc::O_RDONLY | kind) else {
         return;
     };
     // SAFETY: valid descriptor, NUL-terminated name, a one-byte value that outlives the call.

@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use super::error::PlanError;
 use super::fs::{EntryKind, FsView};
 use super::gaps::{Unchecked, metadata_exposure};
-use super::model::{governing, mask_verdict, pinned};
+use super::model::{Masked, governing, guarding, mask_verdict, pinned};
 use super::points::{Children, closes, policy_points};
 use super::rights::{Ops, Rights};
+use crate::autorun::Missing;
 use crate::linux::facts::Facts;
 use crate::linux::fs_right::FsRight;
 use crate::linux::plan::{
@@ -93,7 +94,15 @@ impl<'a> Planner<'a> {
     pub(super) fn build(mut self) -> Result<Unchecked<'a>, PlanError> {
         if self.shape == Shape::Masks {
             self.plan_mounts()?;
+            self.plan_guards()?;
             self.plan_pins()?;
+        } else {
+            // Landlock alone could keep a guarded file read-only only by narrowing every
+            // folder above it (no new files in the home): it is left to no layer, and the
+            // breaking gap `autorun-landlock-only` refuses the plan (docs/linux.md).
+            let guarded: Vec<PathBuf> =
+                self.policy.guarded.iter().map(|g| g.path.clone()).collect();
+            self.dont_care.extend(guarded);
         }
         self.note_remaining_absent()?;
         let abi = self.facts.landlock_abi.min(MAX_KNOWN_ABI);
@@ -373,6 +382,73 @@ impl<'a> Planner<'a> {
         self.plan_staging()
     }
 
+    /// Guarded paths, shallowest first, after every other step: each bound onto itself
+    /// read-only ([`MountStep::Guard`]), with a placeholder where it is missing and its entry
+    /// says what stands in for it (`missing`: a folder, or a file whose content means what no
+    /// file meant). Not guarded by a mask: paths under a cover or refused path (nothing can be
+    /// written there already), paths inside another guard (read-only already), and those
+    /// listed by the gap `autorun-unmasked` — missing where no placeholder may stand
+    /// (`missing = "none"`) or can be made (this user cannot create it: nobody inside can),
+    /// and symlinks (a mount would land on what the link names; the file it names is guarded
+    /// at its own path).
+    fn plan_guards(&mut self) -> Result<(), PlanError> {
+        let mut guards: Vec<&crate::policy::Guarded> = self.policy.guarded.iter().collect();
+        guards.sort_by_key(|g| (g.path.components().count(), g.path.clone()));
+        let mut done: Vec<PathBuf> = Vec::new();
+        for g in guards {
+            let path = &g.path;
+            if done.iter().any(|d| within(path, d)) {
+                continue;
+            }
+            if let Some((_, MountStep::Cover { .. } | MountStep::Refuse { .. })) =
+                governing(&self.mounts, path)
+            {
+                continue;
+            }
+            // For a file: what a placeholder of it holds, so that whichever launch ends last
+            // knows a placeholder nobody wrote to.
+            let placeholder_content = match &g.missing {
+                Missing::File { content } => Some(content.clone()),
+                _ => Some(String::new()),
+            };
+            let step = match self.kind(path)? {
+                Some(EntryKind::Symlink) => None,
+                Some(kind) => Some(MountStep::Guard {
+                    path: path.clone(),
+                    existed: true,
+                    is_dir: kind == EntryKind::Dir,
+                    content: placeholder_content.filter(|_| kind != EntryKind::Dir),
+                }),
+                None if !self.creatable(path)? => None,
+                None => match &g.missing {
+                    Missing::Folder => Some(MountStep::Guard {
+                        path: path.clone(),
+                        existed: false,
+                        is_dir: true,
+                        content: None,
+                    }),
+                    Missing::File { content } => Some(MountStep::Guard {
+                        path: path.clone(),
+                        existed: false,
+                        is_dir: false,
+                        content: Some(content.clone()),
+                    }),
+                    Missing::None => None,
+                },
+            };
+            match step {
+                Some(step) => {
+                    self.mounts.push(step);
+                    done.push(path.clone());
+                }
+                // Left to no layer (see `autorun-unmasked`): Landlock could refuse it only by
+                // narrowing the folders above it.
+                None => self.dont_care.push(path.clone()),
+            }
+        }
+        Ok(())
+    }
+
     /// With a mask registry: a refused staging folder ([`STAGING`]) beside every refused
     /// path, where the product stages a refused path's new content, masked by the sandbox's
     /// keeper before it is moved into place (see `enforce/keeper.rs`).
@@ -432,6 +508,7 @@ impl<'a> Planner<'a> {
                 self.mounts
                     .iter()
                     .filter(|m| !matches!(m, MountStep::BindBack { .. }))
+                    .filter(|m| !self.repository_guard(m))
                     .map(|m| m.path().to_path_buf()),
             )
             .collect();
@@ -449,6 +526,11 @@ impl<'a> Planner<'a> {
                     path,
                     existed: false,
                     ..
+                }
+                | MountStep::Guard {
+                    path,
+                    existed: false,
+                    ..
                 } => Some(path.as_path()),
                 _ => None,
             })
@@ -459,11 +541,12 @@ impl<'a> Planner<'a> {
                 if a == Path::new("/") || pins.contains_key(a) {
                     continue;
                 }
+                // Under a guard, a folder is read-only already: it cannot be moved.
                 let masked = match governing(&self.mounts, a) {
                     Some((_, MountStep::BindBack { path, .. })) => path == a,
                     Some(_) => true,
                     None => false,
-                };
+                } || guarding(&self.mounts, a).is_some_and(|(_, g)| g.path() != a);
                 if masked {
                     continue;
                 }
@@ -503,6 +586,13 @@ impl<'a> Planner<'a> {
         Ok(())
     }
 
+    /// A guard on a repository's hooks or config: its ancestors get no pin (see
+    /// [`crate::policy::Guarded::repository`]).
+    fn repository_guard(&self, step: &MountStep) -> bool {
+        matches!(step, MountStep::Guard { path, .. }
+            if self.policy.guarded.iter().any(|g| g.repository && g.path == *path))
+    }
+
     fn launcher_folders(&self) -> impl Iterator<Item = PathBuf> + '_ {
         self.policy
             .launchers
@@ -533,8 +623,11 @@ impl<'a> Planner<'a> {
             return Ops::ALL;
         }
         let mask = match self.shape {
-            Shape::Masks => governing(&self.mounts, q),
-            Shape::LandlockOnly => None,
+            Shape::Masks => Masked::at(&self.mounts, q),
+            Shape::LandlockOnly => Masked {
+                governing: None,
+                guard: None,
+            },
         };
         let pin = match self.shape {
             Shape::Masks => pinned(&self.mounts, q),
@@ -544,7 +637,7 @@ impl<'a> Planner<'a> {
         let mut out = Ops::NONE;
         for op in Op::ALL {
             let moves_away = matches!(op, Op::Delete | Op::Rename);
-            if (moves_away && pin.is_some()) || (mask.is_some() && !mask_verdict(mask, op, q).0) {
+            if (moves_away && pin.is_some()) || (mask.any() && !mask_verdict(mask, op, q).0) {
                 out = out.with(op);
                 continue;
             }
@@ -733,7 +826,7 @@ impl<'a> Planner<'a> {
             && let Some((_, step)) = governing(&self.mounts, path)
         {
             match step {
-                MountStep::BindBack { .. } | MountStep::Pin { .. } => {}
+                MountStep::BindBack { .. } | MountStep::Pin { .. } | MountStep::Guard { .. } => {}
                 MountStep::Cover {
                     path: root, is_dir, ..
                 }

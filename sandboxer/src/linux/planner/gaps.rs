@@ -67,6 +67,13 @@ pub enum GapKind {
     /// Inside a protected root or refused path that did not exist at launch and that this
     /// user cannot create: only a more privileged process outside could make it.
     AbsentOutOfReach,
+    /// A guarded path no mask makes read-only (masks shape): missing at launch where no
+    /// placeholder may stand (`missing = "none"`: any new file changes what happens) or can be
+    /// made, or a symlink.
+    AutorunUnmasked,
+    /// Landlock-only: guarded paths are not enforced (Landlock could only by narrowing every
+    /// folder above them).
+    AutorunLandlockOnly,
     /// Anything else the plan allows and the policy denies.
     Unenforced,
     // -- the plan is stricter than the policy --
@@ -115,12 +122,15 @@ pub enum GapKind {
     UserKeyring,
     /// Landlock-only, not root: a cgroup delegated to the person stays writable.
     CgroupTree,
+    /// Git repositories the launch's scan did not reach (too deep, out of time, a `.git` file):
+    /// their hooks and config are not guarded. New repositories made inside are not either.
+    AutorunRepositoriesBeyond,
 }
 
 impl GapKind {
     /// The kinds that are not about operations on paths (what the kernel shares beyond the
     /// file system): no path's answer shows them, so `sandboxer explain` names them apart.
-    pub const BEYOND_PATHS: [GapKind; 8] = [
+    pub const BEYOND_PATHS: [GapKind; 9] = [
         GapKind::AbstractUnixSockets,
         GapKind::Signals,
         GapKind::Ptrace,
@@ -129,6 +139,7 @@ impl GapKind {
         GapKind::DevShm,
         GapKind::UserKeyring,
         GapKind::CgroupTree,
+        GapKind::AutorunRepositoriesBeyond,
     ];
 
     pub fn id(self) -> &'static str {
@@ -139,6 +150,9 @@ impl GapKind {
             GapKind::ClosedBaseSockets => "closed-base-sockets",
             GapKind::AbsentWaysOut => "absent-ways-out",
             GapKind::AbsentOutOfReach => "absent-out-of-reach",
+            GapKind::AutorunUnmasked => "autorun-unmasked",
+            GapKind::AutorunLandlockOnly => "autorun-landlock-only",
+            GapKind::AutorunRepositoriesBeyond => "autorun-repositories-beyond",
             GapKind::Unenforced => "unenforced",
             GapKind::FixedEntries => "fixed-entries",
             GapKind::AncestorNoList => "ancestor-no-list",
@@ -173,6 +187,7 @@ impl GapKind {
             self,
             GapKind::PathnameSockets
                 | GapKind::Unenforced
+                | GapKind::AutorunLandlockOnly
                 | GapKind::AbstractUnixSockets
                 | GapKind::Signals
                 | GapKind::Ptrace
@@ -215,6 +230,26 @@ impl GapKind {
                  launch and this user cannot create them (their nearest folder is not \
                  writable): nothing masks them; if a more privileged process creates one later, \
                  its content is not hidden from this sandbox until the next launch"
+                .into(),
+            GapKind::AutorunUnmasked => "these guarded paths are not read-only in this sandbox: \
+                 missing at launch where any new file would change what happens (so no \
+                 placeholder stands there, e.g. ~/.xsession, ~/.zcompdump), missing where this \
+                 user cannot create them anyway, or symlinks (the file a link names is guarded \
+                 at its own path; the link can be replaced). Not counted as breaking: the \
+                 product's decision for these entries (docs/linux.md, \"The autorun guard\")"
+                .into(),
+            GapKind::AutorunLandlockOnly => "the autorun guard is not enforced: without a mount \
+                 namespace, Landlock could keep these paths read-only only by narrowing every \
+                 folder above them (no new files in the home). The policy asks for the guard, \
+                 so this plan is refused; `[autorun] guard = false` runs without it"
+                .into(),
+            GapKind::AutorunRepositoriesBeyond => "git repositories the launch's scan did not \
+                 reach keep writable hooks and config (a repository inside another's working \
+                 tree, deeper than the scan's depth, past its time or folder budget, or whose \
+                 .git is a file naming a git folder elsewhere), and so does a repository made \
+                 while the sandbox runs: git runs their hooks and core.fsmonitor for the person \
+                 later. Not counted as breaking: the scan's bounds are the product's \
+                 (profiles/autorun.toml, [repositories])"
                 .into(),
             GapKind::Unenforced => "the plan allows operations the policy denies and no \
                  accepted reason explains it"
@@ -350,6 +385,14 @@ fn classify_decided(
         {
             return Some(GapKind::AncestorMove);
         }
+        if let Reason::Guarded { .. } = qd.reason {
+            if plan.shape == crate::linux::plan::Shape::LandlockOnly {
+                return Some(GapKind::AutorunLandlockOnly);
+            }
+            if super::model::guarding(&plan.mounts, &q).is_none() {
+                return Some(GapKind::AutorunUnmasked);
+            }
+        }
         if op == Op::ConnectUnix
             && matches!(
                 pd.by,
@@ -435,7 +478,12 @@ pub(super) fn analyze(
     exposure: &Exposure,
 ) -> Vec<Gap> {
     let mut points = policy_points(policy);
-    points.extend(plan.mounts.iter().map(|m| m.path().to_path_buf()));
+    points.extend(
+        plan.mounts
+            .iter()
+            .filter(|m| !matches!(m, MountStep::Guard { .. }))
+            .map(|m| m.path().to_path_buf()),
+    );
     points.extend(plan.absent.iter().map(|a| a.path.clone()));
     // Siblings with the same rights in the same folder behave alike: one stands for all.
     let mut seen_siblings = BTreeSet::new();
@@ -532,6 +580,14 @@ pub(super) fn analyze(
     if !exposure.assets.is_empty() {
         found.insert(GapKind::MetadataUnguarded, exposure.assets.clone());
     }
+    for (kind, paths) in guard_gaps(plan, policy) {
+        found.entry(kind).or_default().extend(paths);
+    }
+    if policy.autorun.repositories_scanned {
+        // Whenever repositories were looked for: one made while the sandbox runs is never
+        // found at launch.
+        found.entry(GapKind::AutorunRepositoriesBeyond).or_default();
+    }
     if exposure.closed_outside {
         found.entry(GapKind::ClosedBaseMetadata).or_default();
     }
@@ -545,6 +601,35 @@ pub(super) fn analyze(
             paths: examples(paths),
         })
         .collect()
+}
+
+/// The guarded paths no guard step makes read-only, checked one by one instead of among the
+/// representative paths (see `points::policy_points`): what a guard step holds is read-only
+/// by construction (`model::mask_verdict`), and the folders above a guard are pinned like
+/// those above any mask.
+fn guard_gaps(plan: &Plan, policy: &Policy) -> Vec<(GapKind, Vec<PathBuf>)> {
+    let kind = match plan.shape {
+        crate::linux::plan::Shape::LandlockOnly => GapKind::AutorunLandlockOnly,
+        crate::linux::plan::Shape::Masks => GapKind::AutorunUnmasked,
+    };
+    let unmasked: Vec<PathBuf> = policy
+        .guarded
+        .iter()
+        .filter(|g| {
+            // Under a cover or refused path nothing can be written anyway.
+            let hidden = matches!(
+                governing(&plan.mounts, &g.path),
+                Some((_, MountStep::Cover { .. } | MountStep::Refuse { .. }))
+            );
+            !hidden && super::model::guarding(&plan.mounts, &g.path).is_none()
+        })
+        .map(|g| g.path.clone())
+        .collect();
+    if unmasked.is_empty() {
+        Vec::new()
+    } else {
+        vec![(kind, unmasked)]
+    }
 }
 
 /// Up to eight example paths, leaving out a stand-in name (`sbx-generic`) when its folder is

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::rights::Rights;
 use crate::linux::fs_right::FsRight;
 use crate::linux::plan::{MountStep, Plan};
-use crate::paths::{normalize, within};
+use crate::paths::{normalize, same, within};
 use crate::policy::{Access, Op, Verdict};
 
 /// What a mount does to the path it decides.
@@ -23,6 +23,8 @@ pub enum MountEffect {
     MountPoint,
     /// Under a read-only bind-back, and the operation writes.
     ReadOnly,
+    /// Under a guarded path's read-only bind, and the operation writes.
+    Guarded,
 }
 
 /// The layer and rule that decided [`Plan::decide`].
@@ -94,6 +96,7 @@ impl fmt::Display for Decider {
                     MountEffect::Refused => "masks refused path",
                     MountEffect::MountPoint => "is mounted on (a mount point stays put)",
                     MountEffect::ReadOnly => "binds read-only",
+                    MountEffect::Guarded => "guards (binds read-only onto itself)",
                 };
                 write!(f, "mount step {index} {what} {}", path.display())
             }
@@ -139,8 +142,9 @@ pub(super) fn governing<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize,
     let mut on_path: Vec<(usize, &MountStep, usize)> = Vec::new();
     for (i, m) in mounts.iter().enumerate() {
         // A pin is a clone of the tree at its path: it hides nothing and changes nothing
-        // beneath it (see `pinned`).
-        if within(q, m.path()) && !matches!(m, MountStep::Pin { .. }) {
+        // beneath it (see `pinned`). A guard is a read-only clone: it hides nothing either,
+        // and makes what it holds read-only (see `guarding`).
+        if within(q, m.path()) && !matches!(m, MountStep::Pin { .. } | MountStep::Guard { .. }) {
             on_path.push((i, m, m.path().components().count()));
         }
     }
@@ -156,12 +160,64 @@ pub(super) fn governing<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize,
 pub(super) fn pinned(mounts: &[MountStep], q: &Path) -> Option<usize> {
     mounts
         .iter()
-        .position(|m| matches!(m, MountStep::Pin { path, .. } if path == q))
+        .position(|m| matches!(m, MountStep::Pin { path, .. } if same(path, q)))
 }
 
-/// The masks' verdict for `op` at `q`, given the step that governs `q` (see [`governing`]):
-/// (allowed, the step that decided).
+/// The guard step holding `q`, if any: the shallowest (they come last, after every step on a
+/// path they hold, so no later step hides one).
+pub(super) fn guarding<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize, &'m MountStep)> {
+    mounts
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m, MountStep::Guard { .. }) && within(q, m.path()))
+        .min_by_key(|(_, m)| m.path().components().count())
+}
+
+/// What the masks say at one path: the step that governs it ([`governing`]) and the guard
+/// holding it ([`guarding`]).
+#[derive(Clone, Copy)]
+pub(super) struct Masked<'m> {
+    pub governing: Option<(usize, &'m MountStep)>,
+    pub guard: Option<(usize, &'m MountStep)>,
+}
+
+impl<'m> Masked<'m> {
+    pub(super) fn at(mounts: &'m [MountStep], q: &Path) -> Masked<'m> {
+        Masked {
+            governing: governing(mounts, q),
+            guard: guarding(mounts, q),
+        }
+    }
+
+    pub(super) fn any(&self) -> bool {
+        self.governing.is_some() || self.guard.is_some()
+    }
+}
+
+/// The masks' verdict for `op` at `q` (see [`Masked`]): (allowed, the step that decided). A
+/// guard makes everything it holds read-only: it denies what writes (but not connect(2), which
+/// the kernel checks on the socket inode), and moving the guarded path itself (a mount point).
 pub(super) fn mask_verdict(
+    masked: Masked<'_>,
+    op: Op,
+    q: &Path,
+) -> (bool, Option<(usize, MountEffect)>) {
+    let (ok, by) = hiding_verdict(masked.governing, op, q);
+    if !ok {
+        return (ok, by);
+    }
+    if let Some((i, guard)) = masked.guard {
+        if matches!(op, Op::Create | Op::Delete | Op::Rename) && guard.path() == q {
+            return (false, Some((i, MountEffect::MountPoint)));
+        }
+        if !op.leaves_files_alone() {
+            return (false, Some((i, MountEffect::Guarded)));
+        }
+    }
+    (true, None)
+}
+
+fn hiding_verdict(
     governing: Option<(usize, &MountStep)>,
     op: Op,
     q: &Path,
@@ -173,8 +229,9 @@ pub(super) fn mask_verdict(
     match step {
         MountStep::Cover { .. } => (false, Some((i, MountEffect::Covered))),
         MountStep::Refuse { .. } => (false, Some((i, MountEffect::Refused))),
-        // Never governs (see `governing`); the pin on `q` itself is `pinned`'s.
-        MountStep::Pin { .. } => (true, None),
+        // Never govern (see `governing`); the pin on `q` itself is `pinned`'s, a guard is
+        // `mask_verdict`'s.
+        MountStep::Pin { .. } | MountStep::Guard { .. } => (true, None),
         MountStep::BindBack { path, access, .. } => {
             if moves && path == q {
                 return (false, Some((i, MountEffect::MountPoint)));
@@ -244,7 +301,7 @@ impl Plan {
             Some(i) if matches!(op, Op::Delete | Op::Rename) => {
                 (false, Some((i, MountEffect::MountPoint)))
             }
-            _ => mask_verdict(sight.governing, op, q),
+            _ => mask_verdict(sight.masked, op, q),
         };
         if !ok {
             let (index, effect) = step.expect("a denying mask names its step");
@@ -326,7 +383,7 @@ impl Plan {
 /// view of it and of its folder, each looked up when first needed.
 pub(super) struct Sight<'p, 'q> {
     q: &'q Path,
-    governing: Option<(usize, &'p MountStep)>,
+    masked: Masked<'p>,
     here: Option<Place<'p>>,
     parent: Option<Place<'p>>,
 }
@@ -335,7 +392,7 @@ impl<'p, 'q> Sight<'p, 'q> {
     pub(super) fn new(plan: &'p Plan, q: &'q Path) -> Sight<'p, 'q> {
         Sight {
             q,
-            governing: governing(&plan.mounts, q),
+            masked: Masked::at(&plan.mounts, q),
             here: None,
             parent: None,
         }

@@ -20,9 +20,18 @@ pub(super) fn closes(p: &Policy, path: &Path) -> bool {
                 .any(|l| same(&l.path, path)))
 }
 
-/// Every path a policy rule is attached to.
+/// Every path a policy rule is attached to, but guarded paths: those are the masks' alone
+/// (a [`crate::linux::plan::MountStep::Guard`] each, never a Landlock rule), and the gap
+/// analysis checks them one by one (`gaps::guard_gaps`), so the Landlock walk and the
+/// comparison on representative paths need not visit the hundreds a home can have.
 pub(super) fn policy_points(p: &Policy) -> BTreeSet<PathBuf> {
-    let mut out: BTreeSet<PathBuf> = p.rule_roots().map(Path::to_path_buf).collect();
+    let mut out: BTreeSet<PathBuf> = p
+        .protected
+        .iter()
+        .map(|r| r.path.clone())
+        .chain(p.grants.iter().map(|g| g.path.clone()))
+        .chain(p.refuse.iter().map(|r| r.path.clone()))
+        .collect();
     if p.base == Base::Closed {
         out.extend(
             p.closed

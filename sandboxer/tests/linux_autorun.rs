@@ -1,0 +1,360 @@
+//! Live tests of the autorun guard on Linux (`profiles/autorun.toml`, `MountStep::Guard`):
+//! `sandboxer exec` with the embedded list, against the running kernel, as root and as the
+//! unprivileged `sbx-test`.
+//!
+//! Each scenario builds a home under /tmp owned by the runner, holding one path of each kind
+//! the guard knows: an existing file and folder, a missing file that gets a placeholder with
+//! content (and whose folder is missing too), a missing folder, a missing file that gets none
+//! (`missing = "none"`), a git repository outside every grant and a granted workflow. Every
+//! denial has its control: the same operation on a fresh copy of the tree, unconfined,
+//! succeeds. Verdicts come from errno and from the disk.
+
+#![cfg(target_os = "linux")]
+
+use std::fs;
+use std::os::unix::fs::chown;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agentworks_test_user::{PATH, Runner, Who, text};
+use serde_json::Value;
+
+const PROBE_PY: &str = include_str!("helpers/probe.py");
+
+macro_rules! live {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[test]
+            fn as_root() {
+                super::$scenario(&super::Runner::new(super::Who::Root));
+            }
+            #[test]
+            fn as_user() {
+                super::$scenario(&super::Runner::new(super::Who::User));
+            }
+        }
+    )*};
+}
+
+live!(
+    guarded_entries_are_read_only,
+    repositories_outside_grants_are_guarded,
+    the_guard_turned_off_guards_nothing
+);
+
+/// A home with one path of each kind, owned by the runner.
+struct Home {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    probe: PathBuf,
+    policy: PathBuf,
+}
+
+fn home(r: &Runner, policy_extra: &str) -> Home {
+    let dir = tempfile::Builder::new()
+        .prefix("sbx-autorun-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let home = root.join("home");
+    for d in [".ssh", ".config", "src/outside", "work/wf"] {
+        fs::create_dir_all(home.join(d)).unwrap();
+    }
+    fs::write(home.join(".bashrc"), "original\n").unwrap();
+    fs::write(home.join(".profile"), "profile\n").unwrap();
+    fs::write(home.join(".ssh/config"), "Host *\n").unwrap();
+    fs::write(home.join("notes.txt"), "notes\n").unwrap();
+    let probe = root.join("probe.py");
+    fs::write(&probe, PROBE_PY).unwrap();
+    let policy = root.join("policy.toml");
+    fs::write(
+        &policy,
+        format!(
+            "version = 1\nbase = \"open\"\n[[protected]]\npath = \"~/work\"\n\
+             [[grant]]\npath = \"~/work/wf\"\naccess = \"rw\"\n[linux]\nways_out = false\n\
+             {policy_extra}"
+        ),
+    )
+    .unwrap();
+    git(&home.join("src/outside"), &["init", "-q"]);
+    chown_tree(&root, r.uid, r.gid);
+    fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    Home {
+        _dir: dir,
+        root,
+        home,
+        probe,
+        policy,
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+}
+
+fn chown_tree(path: &Path, uid: u32, gid: u32) {
+    chown(path, Some(uid), Some(gid)).unwrap();
+    if path.is_dir() && !path.is_symlink() {
+        for e in fs::read_dir(path).unwrap() {
+            chown_tree(&e.unwrap().path(), uid, gid);
+        }
+    }
+}
+
+/// Runs `program args` as the runner with HOME set, confined by `sandboxer exec` or not.
+fn run(r: &Runner, h: &Home, confined: bool, program: &str, args: &[&str]) -> std::process::Output {
+    let mut c = if confined {
+        let mut c = r.command(r.reachable(Path::new(env!("CARGO_BIN_EXE_sandboxer"))));
+        c.arg("exec")
+            .arg("--policy")
+            .arg(&h.policy)
+            .arg("--")
+            .arg(program);
+        c
+    } else {
+        r.command(program)
+    };
+    c.args(args)
+        .env("HOME", &h.home)
+        .env("PATH", PATH)
+        .env("LANG", "C.UTF-8")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .current_dir(&h.root)
+        .output()
+        .unwrap()
+}
+
+/// (op, args) → the probe's verdict: Ok(()) or the errno name.
+fn probe(
+    r: &Runner,
+    h: &Home,
+    confined: bool,
+    ops: &[(String, Vec<PathBuf>)],
+) -> Vec<Result<(), String>> {
+    let spec: Vec<Value> = ops
+        .iter()
+        .map(|(op, args)| {
+            let mut v = vec![Value::from(op.as_str())];
+            v.extend(args.iter().map(|a| Value::from(a.to_str().unwrap())));
+            Value::from(v)
+        })
+        .collect();
+    let spec = serde_json::to_string(&spec).unwrap();
+    let out = run(
+        r,
+        h,
+        confined,
+        "/usr/bin/python3",
+        &[h.probe.to_str().unwrap(), &spec],
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        ops.len(),
+        "the probe did not run every op: {}",
+        text(&out)
+    );
+    lines
+        .iter()
+        .map(|l| match l["ok"].as_bool() {
+            Some(true) => Ok(()),
+            _ => Err(l["err"].as_str().unwrap_or("?").to_string()),
+        })
+        .collect()
+}
+
+/// What stands at the guarded paths missing at launch while the sandbox runs: the control
+/// home gets the same, so that each refused operation meets the same kind of entry outside.
+fn stand_ins(h: &Home) {
+    fs::write(h.home.join(".bash_profile"), "").unwrap();
+    fs::create_dir_all(h.home.join(".claude")).unwrap();
+    fs::write(h.home.join(".claude/settings.json"), "{}\n").unwrap();
+    fs::create_dir_all(h.home.join(".config/fish")).unwrap();
+    fs::create_dir_all(h.home.join(".config/git")).unwrap();
+}
+
+type Case<'a> = (bool, &'a str, &'a [&'a str]);
+
+/// The probe's operations for `cases` in `h`. An argument starting with `=` is a value, not a
+/// path in the home.
+fn ops(h: &Home, cases: &[Case]) -> Vec<(String, Vec<PathBuf>)> {
+    let arg = |a: &&str| match a.strip_prefix('=') {
+        Some(value) => PathBuf::from(value),
+        None => h.home.join(a),
+    };
+    cases
+        .iter()
+        .map(|(_, op, args)| (op.to_string(), args.iter().map(arg).collect()))
+        .collect()
+}
+
+/// Runs `cases` confined in one home: each op the guard must refuse is refused, each it must
+/// allow succeeds. Each refused op is also the control's: alone, unconfined, in a fresh home
+/// of its own with the stand-ins, it succeeds.
+fn check(r: &Runner, policy_extra: &str, cases: &[Case]) -> Home {
+    let inside = home(r, policy_extra);
+    let got_in = probe(r, &inside, true, &ops(&inside, cases));
+    let mut wrong = Vec::new();
+    for (case, i) in cases.iter().zip(&got_in) {
+        let (allowed, op, args) = case;
+        if *allowed && i.is_err() {
+            wrong.push(format!(
+                "{op} {args:?}: refused inside ({i:?}), should be allowed"
+            ));
+        }
+        if !allowed && i.is_ok() {
+            wrong.push(format!("{op} {args:?}: allowed inside, should be refused"));
+        }
+        if !allowed {
+            let outside = home(r, policy_extra);
+            stand_ins(&outside);
+            chown_tree(&outside.home, r.uid, r.gid);
+            let o = probe(
+                r,
+                &outside,
+                false,
+                &ops(&outside, std::slice::from_ref(case)),
+            );
+            if let Err(e) = &o[0] {
+                wrong.push(format!("{op} {args:?}: control failed outside too ({e})"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "as uid {}:\n{}", r.uid, wrong.join("\n"));
+    inside
+}
+
+fn guarded_entries_are_read_only(r: &Runner) {
+    let deny = false;
+    let allow = true;
+    let h = check(
+        r,
+        "",
+        &[
+            // An existing file: every kind of write refused, reading allowed.
+            (allow, "read", &[".bashrc"]),
+            (deny, "write", &[".bashrc"]),
+            (deny, "truncate", &[".bashrc"]),
+            (deny, "delete", &[".bashrc"]),
+            (deny, "rename", &[".bashrc", "bashrc.moved"]),
+            (deny, "chmod", &[".bashrc", "=600"]),
+            (deny, "setxattr", &[".bashrc"]),
+            (deny, "link", &[".bashrc", "bashrc.link"]),
+            // An existing folder: nothing inside can be made or changed.
+            (allow, "read", &[".ssh/config"]),
+            (allow, "list", &[".ssh"]),
+            (deny, "write", &[".ssh/config"]),
+            (deny, "create", &[".ssh/rc"]),
+            (deny, "mkdir", &[".ssh/new"]),
+            // Missing at launch, a placeholder that reads as bash reads without one.
+            (allow, "read", &[".bash_profile"]),
+            (deny, "write", &[".bash_profile"]),
+            (deny, "delete", &[".bash_profile"]),
+            // Missing at launch with its folder: the placeholder `{}`; its folder is usable.
+            (allow, "read", &[".claude/settings.json"]),
+            (deny, "write", &[".claude/settings.json"]),
+            (allow, "create", &[".claude/history.jsonl"]),
+            // A missing folder.
+            (deny, "create", &[".config/fish/config.fish"]),
+            (deny, "mkdir", &[".config/fish/conf.d"]),
+            (deny, "create", &[".config/git/config"]),
+            // The folders above a guarded path stay where they are.
+            (deny, "rename", &[".config", "config.moved"]),
+            (deny, "rename", &[".ssh", "ssh.moved"]),
+            // Ordinary files of the home stay writable.
+            (allow, "write", &["notes.txt"]),
+            (allow, "create", &["new.txt"]),
+            (allow, "mkdir", &["newdir"]),
+            // `missing = "none"`: no placeholder (listed as the gap autorun-unmasked).
+            (allow, "create", &[".xsession"]),
+        ],
+    );
+    // Nothing changed, and every placeholder is gone once the sandbox has ended.
+    assert_eq!(
+        fs::read_to_string(h.home.join(".bashrc")).unwrap(),
+        "original\n"
+    );
+    for gone in [
+        ".bash_profile",
+        ".claude/settings.json",
+        ".config/fish",
+        ".config/git",
+        ".zshrc",
+    ] {
+        assert!(
+            !h.home.join(gone).exists(),
+            "placeholder {gone} left behind"
+        );
+    }
+    assert!(
+        h.home.join(".claude/history.jsonl").exists(),
+        "a file made inside is kept"
+    );
+}
+
+fn repositories_outside_grants_are_guarded(r: &Runner) {
+    let (deny, allow) = (false, true);
+    check(
+        r,
+        "",
+        &[
+            (deny, "create", &["src/outside/.git/hooks/pre-commit"]),
+            (deny, "write", &["src/outside/.git/config"]),
+            (allow, "read", &["src/outside/.git/config"]),
+            (allow, "write", &["src/outside/.git/HEAD"]),
+            (allow, "create", &["src/outside/tracked.txt"]),
+        ],
+    );
+    // git itself: committing outside the grants works (objects, index, refs), and inside the
+    // granted workflow a repository made in the sandbox takes a hook and a config change.
+    let h = home(r, "");
+    let script = "set -e
+        cd \"$HOME/src/outside\" && echo a > a.txt && git add a.txt
+        git -c user.name=t -c user.email=t@t commit -qm one
+        if git config core.fsmonitor 'touch $HOME/fsmonitor-ran' 2>/dev/null; then echo FSMONITOR-SET; fi
+        cd \"$HOME/work/wf\" && git init -q repo && cd repo
+        printf '#!/bin/sh\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+        git config core.fsmonitor false && echo b > b.txt && git add b.txt
+        git -c user.name=t -c user.email=t@t commit -qm two && echo INSIDE-OK";
+    let out = run(r, &h, true, "/bin/sh", &["-c", script]);
+    let t = text(&out);
+    assert!(t.contains("INSIDE-OK"), "as uid {}: {t}", r.uid);
+    assert!(
+        !t.contains("FSMONITOR-SET"),
+        "core.fsmonitor was set outside the grants: {t}"
+    );
+    let log = Command::new("git")
+        .args(["-c", "safe.directory=*", "-C"])
+        .arg(h.home.join("src/outside"))
+        .args(["log", "--oneline"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("one"),
+        "{}",
+        text(&log)
+    );
+}
+
+fn the_guard_turned_off_guards_nothing(r: &Runner) {
+    let allow = true;
+    check(
+        r,
+        "[autorun]\nguard = false\n",
+        &[
+            (allow, "write", &[".bashrc"]),
+            (allow, "create", &[".config/fish"]),
+            (allow, "create", &["src/outside/.git/hooks/pre-commit"]),
+        ],
+    );
+}
