@@ -154,6 +154,25 @@ pub fn chown_r(path: &Path, (uid, gid): (u32, u32)) {
     assert!(st.success());
 }
 
+/// A test adapter (`profiles/clis/sh.toml` of a world): `/bin/sh` as the CLI, so a launch can
+/// run any check under exactly the policy, cwd and environment a real CLI gets.
+pub const SH_ADAPTER: &str = r#"
+version = 1
+name = "sh"
+display_name = "POSIX shell (tests)"
+binary = "/bin/sh"
+install = "the OS"
+checked_version = "any"
+modes = ["full", "bridge-only"]
+prompt_note_how = "not passed"
+bridge_only_how = "not meaningful for a shell; tests only"
+[config_home]
+env = "SH_TEST_HOME"
+[args]
+full = []
+bridge_only = []
+"#;
+
 /// Writes `text` to `path` as an executable script.
 pub fn write_script(path: &Path, text: &str) {
     fs::write(path, text).unwrap();

@@ -6,8 +6,8 @@
 #![cfg(target_os = "linux")]
 
 use agentworks_e2e::{
-    Who, as_root_and_user, as_test_user, chown_r, copy_binaries, require_root, test_user_ids, text,
-    world_dir, write_script,
+    SH_ADAPTER, Who, as_root_and_user, as_test_user, chown_r, copy_binaries, require_root,
+    test_user_ids, text, world_dir, write_script,
 };
 use std::ffi::OsStr;
 use std::fs;
@@ -15,24 +15,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-/// `/bin/sh` as the CLI: a launch runs any script under exactly a chat's policy.
-const SH_ADAPTER: &str = r#"
-version = 1
-name = "sh"
-display_name = "POSIX shell (tests)"
-binary = "/bin/sh"
-install = "the OS"
-checked_version = "any"
-modes = ["full", "bridge-only"]
-prompt_note_how = "not passed"
-bridge_only_how = "not meaningful for a shell; tests only"
-[config_home]
-env = "SH_TEST_HOME"
-[args]
-full = []
-bridge_only = []
-"#;
 
 /// A home, a state root with two chats on one workflow, the binaries where the runner can run
 /// them, and `sandboxer` copied into the home (`$SANDBOXER_BIN`), as `cargo install` puts it.

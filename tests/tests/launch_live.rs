@@ -5,8 +5,8 @@
 #![cfg(target_os = "linux")]
 
 use agentworks_e2e::{
-    Who, as_root_and_user, as_test_user, chown_r, clis_dir, copy_binaries, dispatcher_bin,
-    inspector_js, require_root, test_user_ids, text, world_dir,
+    SH_ADAPTER, Who, as_root_and_user, as_test_user, chown_r, clis_dir, copy_binaries,
+    dispatcher_bin, inspector_js, require_root, test_user_ids, text, world_dir,
 };
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -148,25 +148,6 @@ fn chat_1_full<'a>(cli: &'a str, options: &[&'a str], cli_args: &[&'a str]) -> V
     ];
     [&chat[..], options, &["--mode", "full", "--"], cli_args].concat()
 }
-
-/// A test adapter: `/bin/sh` as the CLI, so a launch can run any check under exactly the
-/// policy, cwd and environment a real CLI gets.
-const SH_ADAPTER: &str = r#"
-version = 1
-name = "sh"
-display_name = "POSIX shell (tests)"
-binary = "/bin/sh"
-install = "the OS"
-checked_version = "any"
-modes = ["full", "bridge-only"]
-prompt_note_how = "not passed"
-bridge_only_how = "not meaningful for a shell; tests only"
-[config_home]
-env = "SH_TEST_HOME"
-[args]
-full = []
-bridge_only = []
-"#;
 
 /// The owner-testing cases: from the runtime, `..` reaches neither another chat's runtime,
 /// nor config.json, nor state/auth, nor a new file beside the runtimes. Each refusal is
