@@ -151,6 +151,17 @@ pub fn check_guarded(policy: &Policy, real: &Path) -> Result<(), Untrusted> {
     Ok(())
 }
 
+/// Every shipped adapter's CLI found here (on `$PATH`, or its `AGENTWORKS_CLI_*` variable):
+/// programs run outside a sandbox later, by the person or a bridge-only launch, so guarded in
+/// every confined run, whichever CLI (or step) it runs.
+pub fn installed_clis() -> Vec<PathBuf> {
+    crate::adapter::load_all(None)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(crate::adapter::locate_binary)
+        .collect()
+}
+
 /// tmux, resolved once on `$PATH` to an absolute path: the dispatcher's tmux server and every
 /// command to it run this file, never a name looked up again later.
 pub fn tmux() -> &'static Path {

@@ -104,9 +104,13 @@ pub fn plan(
         )));
     }
     let runtime = runtime(state, &req.workflow, &req.step);
-    // The programs run outside it later: the enforcer, and the dispatcher that starts it.
+    // The programs run outside it later, guarded as in a chat's launch: the enforcer, the
+    // dispatcher, tmux, and the CLIs (a step is recorded in no guard ledger, so it must leave
+    // them as every chat does).
     let mut programs = vec![sandboxer.to_path_buf()];
     programs.extend(std::env::current_exe().ok());
+    programs.push(crate::programs::tmux().to_path_buf());
+    programs.extend(crate::programs::installed_clis());
     let grants = LaunchGrants::new(state, runtime.clone(), &req.workflow, &req.attach)
         .with_programs(programs);
     let policy_text = grants.policy_toml();

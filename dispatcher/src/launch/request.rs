@@ -62,11 +62,7 @@ pub fn tools(adapter: &Adapter, target: Target) -> Result<Tools, LaunchError> {
         sandboxer: platform::locate_sandboxer(&dispatcher),
         dispatcher,
         tmux: crate::programs::tmux().to_path_buf(),
-        clis: adapter::load_all(None)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(adapter::locate_binary)
-            .collect(),
+        clis: crate::programs::installed_clis(),
         as_root: platform::as_root(),
     })
 }
