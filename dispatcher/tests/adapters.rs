@@ -667,6 +667,69 @@ fn without_a_sandbox_only_sound_bridge_only_runs() {
     );
 }
 
+/// Bridge-only without a sandbox runs the CLI outside every sandbox: only from files every
+/// confined launch so far guarded (the guard ledger). A confined launch of codex that did not
+/// guard claude's binary leaves claude refused; before any confined launch it runs.
+#[test]
+fn without_a_sandbox_a_cli_runs_only_from_files_every_confined_launch_guarded() {
+    let w = World::new();
+    let all = adapters();
+    let tools = |cli: &str| Tools {
+        cli_binary: format!("/opt/clis/bin/{cli}").into(),
+        sandboxer: SANDBOXER.into(),
+        dispatcher: DISPATCHER.into(),
+        tmux: TMUX.into(),
+        clis: vec![],
+        as_root: false,
+    };
+    let req = |cli: &str, mode| LaunchRequest {
+        cli: cli.into(),
+        chat: chat(),
+        workflow: WorkflowId::new("w1").unwrap(),
+        attach: vec![],
+        mode: Some(mode),
+        headless: false,
+        cwd: None,
+        target: Target::Linux,
+        home: PathBuf::from(HOME),
+        cli_args: vec![],
+    };
+    let claude = adapter::find(&all, "claude").unwrap();
+    let unconfined = || {
+        launch::plan(
+            &w.state,
+            &claude,
+            &req("claude", Mode::BridgeOnly),
+            &tools("claude"),
+            |_| Err("no Landlock here".into()),
+        )
+    };
+    let first = unconfined().unwrap();
+    assert!(!first.confined, "{:?}", first.mode);
+
+    let codex = adapter::find(&all, "codex").unwrap();
+    let confined = launch::plan(
+        &w.state,
+        &codex,
+        &req("codex", Mode::Full),
+        &tools("codex"),
+        |_| Ok("test".into()),
+    )
+    .unwrap();
+    let ledger = w.state.guard_ledger();
+    launch::LaunchFiles::prepare(&confined, Path::new(HOME), &ledger)
+        .unwrap()
+        .write()
+        .unwrap();
+    let e = unconfined().unwrap_err().to_string();
+    assert!(
+        e.contains("claude would run outside any sandbox from /opt/clis/bin/claude")
+            && e.contains("was not guarded in every earlier confined launch")
+            && e.contains(&ledger.display().to_string()),
+        "{e}"
+    );
+}
+
 // ---- adapter errors ------------------------------------------------------------------------
 
 /// A valid adapter exercising files, modes per file and a login; each error test changes one
