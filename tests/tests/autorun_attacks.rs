@@ -301,7 +301,19 @@ fn replaced_sandboxer(who: Who) {
         "the reason names the file: {all}"
     );
     assert!(!ran.exists(), "the refused launch ran its CLI");
+    // `dispatcher doctor` says so ahead of a launch, and how to fix it.
+    let doctor = w.dispatcher(&["doctor"]);
+    let said = text(&doctor);
+    assert!(!doctor.status.success(), "{said}");
+    assert!(
+        said.contains("FAIL  enforcer (sandboxer)")
+            && said.contains("group- or world-writable")
+            && said.contains("fix: install it into a folder owned by root or by you"),
+        "{said}"
+    );
     fs::set_permissions(&w.sandboxer, fs::Permissions::from_mode(0o755)).unwrap();
+    let doctor = w.dispatcher(&["doctor"]);
+    assert!(doctor.status.success(), "control: {}", text(&doctor));
 
     let config = w.state.join("config.json");
     let mut c: serde_json::Value =
