@@ -102,14 +102,20 @@ fn tmux(socket: &Path) -> Result<Command> {
     Ok(cmd)
 }
 
-/// Whether tmux runs here.
-pub fn available() -> bool {
-    Command::new(crate::programs::tmux())
+/// Whether tmux runs here (`tmux -V`), as a tmux the dispatcher may run: checked before it is
+/// run at all.
+pub fn available() -> Result<()> {
+    let path =
+        crate::programs::check_file(crate::programs::tmux()).map_err(TmuxError::Untrusted)?;
+    let out = Command::new(path)
         .arg("-V")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .output()
+        .map_err(TmuxError::Run)?;
+    if !out.status.success() {
+        let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(failed("-V", message));
+    }
+    Ok(())
 }
 
 /// `tmux new-session` for the launch on the server at `socket`: detached, named

@@ -223,11 +223,11 @@ impl Supervisor {
 
     /// A tmux launch needs tmux, and no session of the chat's name on the server's socket.
     fn check_tmux(&self, chat: &ChatId) -> Result<(), ApiError> {
-        if !tmux::available() {
+        if let Err(e) = tmux::available() {
             return Err(ApiError::new(
                 422,
                 "not_installed",
-                "tmux is not installed here; launch structured instead",
+                format!("tmux cannot be used here ({e}); launch structured instead"),
             ));
         }
         let panes = tmux::list(&self.tmux_socket).map_err(internal)?;
