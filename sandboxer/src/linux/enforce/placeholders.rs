@@ -103,9 +103,10 @@ impl Placeholders {
                 } => Some(content.clone().unwrap_or_default()),
                 _ => None,
             };
+            let guard_existing = matches!(step, MountStep::Guard { existed: true, .. });
             let mut held = false;
             for _ in 0..ATTEMPTS {
-                if placeholders.hold(path, file.as_deref())? {
+                if placeholders.hold(path, file.as_deref(), guard_existing)? {
                     held = true;
                     break;
                 }
@@ -156,7 +157,13 @@ impl Placeholders {
     /// that could remove it from under this one.
     /// `file`: the path is a guarded file (a placeholder of it holds this content), not a
     /// folder.
-    fn hold(&mut self, path: &Path, file: Option<&str>) -> Result<bool, EnforceError> {
+    /// `guard_existing`: a guard step on a path that existed at plan time.
+    fn hold(
+        &mut self,
+        path: &Path,
+        file: Option<&str>,
+        guard_existing: bool,
+    ) -> Result<bool, EnforceError> {
         let err = |what: &str, e: Errno| {
             EnforceError::os(
                 Layer::Placeholder,
@@ -183,6 +190,11 @@ impl Placeholders {
             ) => return Ok(true),
             Err(e) => return Err(err("opening it", e)),
         };
+        // A guarded path that is no placeholder (the person's own ~/.bashrc) is never removed
+        // by any launch: it needs no lock, and a home holds hundreds of guarded paths.
+        if guard_existing && !has_mark(&fd) {
+            return Ok(true);
+        }
         sys::flock(&fd, libc::LOCK_SH).map_err(|e| err("flock", e))?;
         let locked = nix::sys::stat::fstat(&fd).map_err(|e| err("fstat", e))?;
         match nix::sys::stat::lstat(path) {
