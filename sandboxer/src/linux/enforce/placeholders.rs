@@ -243,7 +243,7 @@ impl Placeholders {
                 Ok(()) => {
                     let st = fstatat(&dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
                         .map_err(|e| err("stat of the new folder", e))?;
-                    mark(&dir, &name, libc::O_DIRECTORY);
+                    mark(&dir, &name);
                     self.made.push(Made {
                         parent: parent.clone(),
                         name: name.clone(),
@@ -402,8 +402,9 @@ fn holds_exactly(dir: &OwnedFd, name: &CStr, content: &str) -> bool {
 
 /// Marks the new folder `name` in `dir` as a placeholder; best effort (a filesystem without
 /// user extended attributes leaves the folder to the launch that made it).
-fn mark(dir: &OwnedFd, name: &CStr, kind: libc::c_int) {
-    let Ok(fd) = sys::open_no_symlinks(Dir::Fd(dir), name, libc::O_RDONLY | kind) else {
+fn mark(dir: &OwnedFd, name: &CStr) {
+    let Ok(fd) = sys::open_no_symlinks(Dir::Fd(dir), name, libc::O_RDONLY | libc::O_DIRECTORY)
+    else {
         return;
     };
     // SAFETY: valid descriptor, NUL-terminated name, a one-byte value that outlives the call.
