@@ -30,27 +30,9 @@ D="$target_dir/release/dispatcher"
 S="$target_dir/release/sandboxer"
 work="$(mktemp -d /tmp/aw-bench-dispatcher.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/profiles/clis"
-cat >"$work/profiles/clis/true.toml" <<'TOML'
-version = 1
-name = "true"
-display_name = "/bin/true (benchmark)"
-binary = "/bin/true"
-install = "the OS"
-checked_version = "any"
-modes = ["full", "bridge-only"]
-prompt_note_how = "not passed"
-bridge_only_how = "benchmark only"
-[config_home]
-env = "TRUE_HOME"
-[args]
-full = []
-bridge_only = []
-TOML
-SR="$work/sr"
-"$D" init --state-root "$SR" >/dev/null
-"$D" --state-root "$SR" workflow add w >/dev/null
-"$D" --state-root "$SR" chat add c >/dev/null
+# shellcheck source=scripts/bench-true-adapter.sh
+source scripts/bench-true-adapter.sh
+bench_true_adapter "$work"
 export SANDBOXER_BIN="$S"
 launch() { # dispatcher-binary: the benchmark's launch command line
   echo "$1 --state-root $SR --profiles-dir $work/profiles launch --cli true --chat c --workflow w --mode full"

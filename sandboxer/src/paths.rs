@@ -192,6 +192,43 @@ pub(crate) fn canonicalize_existing_prefix(path: &Path) -> io::Result<PathBuf> {
     }
 }
 
+/// [`canonicalize_existing_prefix`] for many paths that share folders (the autorun list's
+/// dozens of entries under the home, `~/.config`): each folder is resolved once, with one
+/// `lstat` per path component instead of a `realpath` per path.
+#[derive(Debug, Default)]
+pub(crate) struct Resolver {
+    memo: std::collections::HashMap<PathBuf, PathBuf>,
+}
+
+impl Resolver {
+    /// `path` (absolute, normal) with every existing component resolved, symlinks included.
+    pub(crate) fn resolve(&mut self, path: &Path) -> io::Result<PathBuf> {
+        if let Some(done) = self.memo.get(path) {
+            return Ok(done.clone());
+        }
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(path.to_path_buf());
+        };
+        let resolved = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => canonicalize_existing_prefix(path)?,
+            Ok(_) => self.resolve(parent)?.join(name),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.resolve(parent)?.join(name),
+            Err(e) => return Err(e),
+        };
+        self.memo.insert(path.to_path_buf(), resolved.clone());
+        Ok(resolved)
+    }
+
+    /// `path` with every component but the last resolved: the path of the entry itself,
+    /// which may be a symlink.
+    pub(crate) fn resolve_parent(&mut self, path: &Path) -> io::Result<PathBuf> {
+        match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) => Ok(self.resolve(parent)?.join(name)),
+            _ => Ok(path.to_path_buf()),
+        }
+    }
+}
+
 /// The proper ancestors of `path`, nearest first, excluding `/`.
 pub fn ancestors_below_root(path: &Path) -> impl Iterator<Item = &Path> {
     path.ancestors().skip(1).filter(|a| a.parent().is_some())

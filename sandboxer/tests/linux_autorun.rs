@@ -16,27 +16,12 @@ use std::os::unix::fs::chown;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use agentworks_test_user::{PATH, Runner, Who, text};
+use agentworks_test_user::{PATH, Runner, text};
 use serde_json::Value;
 
 const PROBE_PY: &str = include_str!("helpers/probe.py");
 
-macro_rules! live {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[test]
-            fn as_root() {
-                super::$scenario(&super::Runner::new(super::Who::Root));
-            }
-            #[test]
-            fn as_user() {
-                super::$scenario(&super::Runner::new(super::Who::User));
-            }
-        }
-    )*};
-}
-
-live!(
+agentworks_test_user::live_scenarios!(
     guarded_entries_are_read_only,
     repositories_outside_grants_are_guarded,
     the_guard_turned_off_guards_nothing

@@ -43,25 +43,9 @@ const OPEN_POLICY: &str =
 
 // Root, or the test user switched to from root, or (in a copy run again as the test user) this
 // process's own user; a runner that cannot be had here fails the test.
-use agentworks_test_user::{Runner, SETUP, Who};
+use agentworks_test_user::{Runner, SETUP};
 
-/// Runs `$scenario(&Runner)` once as root and once as the unprivileged user.
-macro_rules! live {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[test]
-            fn as_root() {
-                super::$scenario(&super::Runner::new(super::Who::Root));
-            }
-            #[test]
-            fn as_user() {
-                super::$scenario(&super::Runner::new(super::Who::User));
-            }
-        }
-    )*};
-}
-
-live!(
+agentworks_test_user::live_scenarios!(
     masks_filesystem,
     masks_ways_out,
     masks_no_renesting,

@@ -1176,3 +1176,68 @@ fn explain_of_a_refused_policy_is_no_disagreement() {
     assert!(why.contains("the policy itself: allow"), "{why}");
     assert!(!why.contains("DISAGREES"), "{why}");
 }
+
+/// The product's policy with the embedded autorun list on the small machine: every guarded
+/// path becomes a guard step (a placeholder where it is missing and its entry says what stands
+/// in), the folders above fixed entries are pinned, and the entries that get no placeholder
+/// are the non-breaking gap `autorun-unmasked`.
+#[test]
+fn product_with_the_autorun_guard_plan_snapshot() {
+    let mut opts = ResolveOptions::new(Target::Linux, PathBuf::from(HOME), false).unwrap();
+    opts.ways_out =
+        ways_out::expand(Target::Linux, ways_out::embedded(Target::Linux), &env()).unwrap();
+    opts.autorun = sandboxer::autorun::list::parse(
+        Target::Linux,
+        sandboxer::autorun::list::EMBEDDED,
+        "autorun.toml",
+        &env(),
+    )
+    .unwrap()
+    .entries;
+    let policy = Policy::from_toml(PRODUCT_LINUX, "product.toml", &opts).unwrap();
+    let plan = choose_with(&policy, &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    assert_eq!(plan.shape, Shape::Masks);
+    use Verdict::*;
+    for (op, path, want) in [
+        (Op::Read, "/home/ada/.bashrc", Allow),
+        (Op::Write, "/home/ada/.bashrc", Deny),
+        (Op::Delete, "/home/ada/.bashrc", Deny),
+        (Op::Create, "/home/ada/.ssh/config", Deny),
+        (Op::Create, "/home/ada/.config/git/config", Deny),
+        (Op::Rename, "/home/ada/.config", Deny),
+        (
+            Op::Write,
+            "/home/ada/.local/share/agentworks/state/cli-runtimes/v1/chat-1/x",
+            Allow,
+        ),
+        (Op::Create, "/home/ada/projects/site/index.html", Allow),
+        // `missing = "none"`: nothing stands there (the gap autorun-unmasked).
+        (Op::Create, "/home/ada/.xsession", Allow),
+    ] {
+        assert_eq!(
+            v(&plan, op, path),
+            want,
+            "{op} {path}: {}",
+            plan.decide(op, Path::new(path))
+        );
+        let policy_says = policy.decide(op, Path::new(path)).verdict;
+        if path.ends_with(".xsession") {
+            assert_eq!(policy_says, Deny);
+        } else {
+            assert_eq!(policy_says, want, "{op} {path}");
+        }
+    }
+    let gaps: Vec<(&str, bool)> = plan
+        .gaps
+        .iter()
+        .map(|g| (g.id.as_str(), g.breaks_policy))
+        .collect();
+    assert!(gaps.contains(&("autorun-unmasked", false)), "{gaps:?}");
+    assert!(!gaps.iter().any(|(_, breaks)| *breaks), "{gaps:?}");
+    let steps: Vec<&MountStep> = plan
+        .mounts
+        .iter()
+        .filter(|m| matches!(m, MountStep::Guard { .. } | MountStep::Pin { .. }))
+        .collect();
+    insta::assert_yaml_snapshot!("product_with_the_autorun_guard", (steps, &plan.gaps));
+}

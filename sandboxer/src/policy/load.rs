@@ -16,7 +16,7 @@ use super::{
 };
 use crate::autorun::{Missing, RepositorySettings, repos};
 use crate::located::LineIndex;
-use crate::paths::{canonicalize_existing_prefix, normalize, within};
+use crate::paths::{Resolver, canonicalize_existing_prefix, normalize, within};
 use crate::target::Target;
 
 /// The embedded default policy for a target: home open, the product's state root on that OS
@@ -436,6 +436,7 @@ impl Cx<'_> {
     /// file it names, and the link, which a rewrite could point elsewhere.
     fn guarded(&self, raw: &PolicyDocument, autorun: bool) -> Result<Vec<Guarded>, PolicyError> {
         let mut out: Vec<Guarded> = Vec::new();
+        let mut resolver = Resolver::default();
         let mut push = |g: Guarded| {
             if !out.iter().any(|x| x.path == g.path) {
                 out.push(g);
@@ -468,7 +469,7 @@ impl Cx<'_> {
                 ));
             }
             let origin = self.origin(&g.path.span(), &field);
-            let link = self.link_path(&lexical)?;
+            let link = self.link_path(&mut resolver, &lexical)?;
             for p in [link, path] {
                 push(Guarded {
                     path: p,
@@ -481,13 +482,13 @@ impl Cx<'_> {
         }
         for e in self.opts.autorun.iter().filter(|_| autorun) {
             let resolved = if self.opts.resolve_symlinks {
-                canonicalize_existing_prefix(&e.path).map_err(|err| {
+                resolver.resolve(&e.path).map_err(|err| {
                     option_error("autorun", format!("cannot resolve {:?}: {err}", e.path))
                 })?
             } else {
                 e.path.clone()
             };
-            let link = self.link_path(&e.path)?;
+            let link = self.link_path(&mut resolver, &e.path)?;
             let origin = Origin {
                 file: "(autorun)".into(),
                 line: 0,
@@ -509,16 +510,13 @@ impl Cx<'_> {
     /// `path` with every component but the last resolved: the path of the entry itself, which
     /// may be a symlink (a dotfile linked into a dotfiles repository). Both it and what it
     /// names are guarded: rewriting the link is a write too.
-    fn link_path(&self, path: &Path) -> Result<PathBuf, PolicyError> {
-        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-            return Ok(path.to_path_buf());
-        };
+    fn link_path(&self, resolver: &mut Resolver, path: &Path) -> Result<PathBuf, PolicyError> {
         if !self.opts.resolve_symlinks {
             return Ok(path.to_path_buf());
         }
-        let parent = canonicalize_existing_prefix(parent)
-            .map_err(|e| option_error("guard", format!("cannot resolve {parent:?}: {e}")))?;
-        Ok(parent.join(name))
+        resolver
+            .resolve_parent(path)
+            .map_err(|e| option_error("guard", format!("cannot resolve {path:?}: {e}")))
     }
 
     fn folder_list(

@@ -56,6 +56,8 @@ pub struct ResolveOptions {
     /// programs found on `$PATH` ([`ResolveOptions::add_programs`]): added as guarded paths
     /// unless the policy says `[autorun] guard = false`. See `profiles/autorun.toml`.
     pub autorun: Vec<autorun::Entry>,
+    /// The autorun list's `[programs]` names, once [`ResolveOptions::add_autorun`] read it.
+    pub programs: Option<Vec<String>>,
     /// Git repositories under the home, whose hooks and config are guarded too: Linux looks
     /// for them at load time (on this machine only); macOS guards every repository with one
     /// pattern ([`crate::policy::AutorunKnobs::repositories`]). None: not guarded.
@@ -85,6 +87,7 @@ impl ResolveOptions {
             launchers: LauncherSet::embedded(target),
             ways_out: Vec::new(),
             autorun: Vec::new(),
+            programs: None,
             repositories: None,
         })
     }
@@ -122,6 +125,7 @@ impl ResolveOptions {
         let list = autorun::list::load(self.target, profiles_dir, &env)?;
         self.autorun.retain(|e| e.origin.starts_with("(programs)"));
         self.autorun.extend(list.entries);
+        self.programs = Some(list.programs);
         // Linux looks for repositories on this machine at load; macOS guards them all by one
         // pattern, wherever the profile is rendered.
         self.repositories = Some(list.repositories);
@@ -141,8 +145,13 @@ impl ResolveOptions {
         if !self.target.is_host() {
             return Ok(());
         }
-        let env = Env::for_target(self.target, &self.home, None, None);
-        let mut all = autorun::list::load(self.target, profiles_dir, &env)?.programs;
+        let mut all = match &self.programs {
+            Some(names) => names.clone(),
+            None => {
+                let env = Env::for_target(self.target, &self.home, None, None);
+                autorun::list::load(self.target, profiles_dir, &env)?.programs
+            }
+        };
         all.extend(names.iter().filter(|n| !n.contains('/')).cloned());
         for e in autorun::programs::entries(&all, path_var, files) {
             if !self.autorun.iter().any(|x| x.path == e.path) {

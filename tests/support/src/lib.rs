@@ -96,6 +96,24 @@ macro_rules! as_root_and_user {
     };
 }
 
+/// For each `scenario(&Runner)` named, a module of that name with two tests, `as_root` and
+/// `as_user`, that run it as root and as the unprivileged test user.
+#[macro_export]
+macro_rules! live_scenarios {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[test]
+            fn as_root() {
+                super::$scenario(&$crate::Runner::new($crate::Who::Root));
+            }
+            #[test]
+            fn as_user() {
+                super::$scenario(&$crate::Runner::new($crate::Who::User));
+            }
+        }
+    )*};
+}
+
 /// The identity a live scenario runs as: root, the test user (switched to from root), or,
 /// in a test process that is not root (a copy run again as the test user), this process's own
 /// unprivileged user.

@@ -50,6 +50,89 @@ pub struct LinuxReport {
     pub facts: sandboxer::linux::plan::Facts,
     /// What the policy gets here.
     pub enforcement: Enforcement,
+    /// What the autorun guard covers here and what it cannot (when the policy loads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autorun: Option<AutorunReport>,
+}
+
+/// The autorun guard on this machine, for the policy `doctor` was given.
+#[derive(Debug, Serialize)]
+pub struct AutorunReport {
+    /// `[autorun] guard`: the list is applied.
+    pub guard: bool,
+    /// Guarded paths, by where they come from: the list (`profiles/autorun.toml`), the
+    /// programs found on PATH, the repositories found under the home, the policy's own.
+    pub from_list: usize,
+    pub from_programs: usize,
+    pub from_repositories: usize,
+    pub from_policy: usize,
+    /// Guarded paths a mount makes read-only in the plan (placeholders included).
+    pub masked: usize,
+    /// Of them, missing now: a placeholder stands in while a sandbox runs.
+    pub placeholders: usize,
+    /// Guarded paths no mask makes read-only here (see the plan's `autorun-*` gaps).
+    pub unmasked: Vec<PathBuf>,
+    /// What the guard cannot cover here.
+    pub cannot: Vec<String>,
+}
+
+fn autorun_report(
+    policy: &sandboxer::Policy,
+    plan: Option<&sandboxer::linux::plan::Plan>,
+) -> AutorunReport {
+    use sandboxer::linux::plan::MountStep;
+    let count = |f: &dyn Fn(&sandboxer::policy::Guarded) -> bool| {
+        policy.guarded.iter().filter(|g| f(g)).count()
+    };
+    let guards: Vec<(&std::path::Path, bool)> = plan
+        .map(|p| {
+            p.mounts
+                .iter()
+                .filter_map(|m| match m {
+                    MountStep::Guard { path, existed, .. } => Some((path.as_path(), *existed)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let unmasked = plan
+        .into_iter()
+        .flat_map(|p| &p.gaps)
+        .filter(|g| g.id.starts_with("autorun-") && g.id != "autorun-repositories-beyond")
+        .flat_map(|g| g.paths.clone())
+        .collect();
+    let mut cannot = policy.autorun.beyond.clone();
+    if policy.autorun.guard {
+        cannot.extend([
+            "a git repository made while a sandbox runs (git init, git clone) is not guarded \
+             until the next launch finds it"
+                .to_string(),
+            "files the guarded start-up files read from elsewhere (a `source ~/dotfiles/x` \
+             line) are guarded only when listed"
+                .to_string(),
+        ]);
+    } else {
+        cannot.push(
+            "the policy turns the autorun list off ([autorun] guard = false): only its own \
+             [[guard]] entries are read-only"
+                .to_string(),
+        );
+    }
+    AutorunReport {
+        guard: policy.autorun.guard,
+        from_list: count(&|g| {
+            g.origin.file == "(autorun)"
+                && !g.repository
+                && !g.origin.field.starts_with("(programs)")
+        }),
+        from_programs: count(&|g| g.origin.field.starts_with("(programs)")),
+        from_repositories: count(&|g| g.repository),
+        from_policy: count(&|g| g.origin.file != "(autorun)"),
+        masked: guards.len(),
+        placeholders: guards.iter().filter(|(_, existed)| !existed).count(),
+        unmasked,
+        cannot,
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -110,24 +193,31 @@ fn build(args: &DoctorArgs) -> Result<DoctorReport> {
         args.policy.fill_autorun(&mut opts, &[])?;
         args.policy.load_with(&opts)
     });
+    let mut autorun = None;
     let enforcement = match loaded {
         Err(e) => Enforcement::PolicyError {
             policy: label,
             message: format!("{e:#}"),
         },
         Ok(policy) => match planner::choose_with(&policy, &facts, &HostFs, policy.linux.enforce) {
-            Ok(plan) => Enforcement::Confined {
-                policy: label,
-                shape: plan.shape,
-                mounts: plan.mounts.len(),
-                landlock_abi: plan.landlock.abi,
-                landlock_rules: plan.landlock.rules.len(),
-                gaps: plan.gaps,
-            },
-            Err(refusal) => Enforcement::Refused {
-                policy: label,
-                refusal,
-            },
+            Ok(plan) => {
+                autorun = Some(autorun_report(&policy, Some(&plan)));
+                Enforcement::Confined {
+                    policy: label,
+                    shape: plan.shape,
+                    mounts: plan.mounts.len(),
+                    landlock_abi: plan.landlock.abi,
+                    landlock_rules: plan.landlock.rules.len(),
+                    gaps: plan.gaps,
+                }
+            }
+            Err(refusal) => {
+                autorun = Some(autorun_report(&policy, None));
+                Enforcement::Refused {
+                    policy: label,
+                    refusal,
+                }
+            }
         },
     };
     Ok(DoctorReport {
@@ -137,6 +227,7 @@ fn build(args: &DoctorArgs) -> Result<DoctorReport> {
             assumed_facts: args.assume_facts.clone(),
             facts,
             enforcement,
+            autorun,
         }),
         macos: None,
     })
@@ -270,6 +361,32 @@ fn human(r: &DoctorReport) -> String {
                 line(format!(
                     "enforcement for {policy}: the policy does not load: {message}"
                 ));
+            }
+        }
+        if let Some(a) = &l.autorun {
+            line(format!(
+                "autorun guard: {} (files that make a program outside the sandbox run code \
+                 later are read-only: profiles/autorun.toml; [autorun] guard = false turns the \
+                 list off)",
+                if a.guard { "on" } else { "off" }
+            ));
+            line(format!(
+                "  guarded here: {} paths from the list, {} of programs on PATH, {} in git \
+                 repositories under the home, {} from the policy",
+                a.from_list, a.from_programs, a.from_repositories, a.from_policy
+            ));
+            line(format!(
+                "  read-only by a mount: {} ({} missing now: a placeholder stands in while a \
+                 sandbox runs)",
+                a.masked, a.placeholders
+            ));
+            if !a.unmasked.is_empty() {
+                let shown: Vec<String> =
+                    a.unmasked.iter().map(|p| p.display().to_string()).collect();
+                line(format!("  not read-only here: {}", shown.join(", ")));
+            }
+            for c in &a.cannot {
+                line(format!("  cannot: {c}"));
             }
         }
     }

@@ -103,9 +103,10 @@ impl Placeholders {
                 } => Some(content.clone().unwrap_or_default()),
                 _ => None,
             };
+            let guard_existing = matches!(step, MountStep::Guard { existed: true, .. });
             let mut held = false;
             for _ in 0..ATTEMPTS {
-                if placeholders.hold(path, file.as_deref())? {
+                if placeholders.hold(path, file.as_deref(), guard_existing)? {
                     held = true;
                     break;
                 }
@@ -156,7 +157,13 @@ impl Placeholders {
     /// that could remove it from under this one.
     /// `file`: the path is a guarded file (a placeholder of it holds this content), not a
     /// folder.
-    fn hold(&mut self, path: &Path, file: Option<&str>) -> Result<bool, EnforceError> {
+    /// `guard_existing`: a guard step on a path that existed at plan time.
+    fn hold(
+        &mut self,
+        path: &Path,
+        file: Option<&str>,
+        guard_existing: bool,
+    ) -> Result<bool, EnforceError> {
         let err = |what: &str, e: Errno| {
             EnforceError::os(
                 Layer::Placeholder,
@@ -183,6 +190,11 @@ impl Placeholders {
             ) => return Ok(true),
             Err(e) => return Err(err("opening it", e)),
         };
+        // A guarded path that is no placeholder (the person's own ~/.bashrc) is never removed
+        // by any launch: it needs no lock, and a home holds hundreds of guarded paths.
+        if guard_existing && !has_mark(&fd) {
+            return Ok(true);
+        }
         sys::flock(&fd, libc::LOCK_SH).map_err(|e| err("flock", e))?;
         let locked = nix::sys::stat::fstat(&fd).map_err(|e| err("fstat", e))?;
         match nix::sys::stat::lstat(path) {
@@ -231,7 +243,7 @@ impl Placeholders {
                 Ok(()) => {
                     let st = fstatat(&dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
                         .map_err(|e| err("stat of the new folder", e))?;
-                    mark(&dir, &name, libc::O_DIRECTORY);
+                    mark(&dir, &name);
                     self.made.push(Made {
                         parent: parent.clone(),
                         name: name.clone(),
@@ -390,8 +402,9 @@ fn holds_exactly(dir: &OwnedFd, name: &CStr, content: &str) -> bool {
 
 /// Marks the new folder `name` in `dir` as a placeholder; best effort (a filesystem without
 /// user extended attributes leaves the folder to the launch that made it).
-fn mark(dir: &OwnedFd, name: &CStr, kind: libc::c_int) {
-    let Ok(fd) = sys::open_no_symlinks(Dir::Fd(dir), name, libc::O_RDONLY | kind) else {
+fn mark(dir: &OwnedFd, name: &CStr) {
+    let Ok(fd) = sys::open_no_symlinks(Dir::Fd(dir), name, libc::O_RDONLY | libc::O_DIRECTORY)
+    else {
         return;
     };
     // SAFETY: valid descriptor, NUL-terminated name, a one-byte value that outlives the call.
