@@ -31,7 +31,7 @@ pub enum Untrusted {
         person: u32,
     },
     #[error(
-        "{path} is group- or world-writable (mode {mode:o}): another account could replace it",
+        "{path} is group- or world-writable (mode {mode:o}, not a group of its owner alone): another account could replace it",
         path = .path.display()
     )]
     Writable { path: PathBuf, mode: u32 },
@@ -100,7 +100,9 @@ pub fn apply_guard(doc: &mut PolicyDocument, on: bool, programs: &[PathBuf]) {
 }
 
 /// The checks on the file itself: it exists, and it and its folder are owned by root or the
-/// person and neither group- nor world-writable. Returns its canonical path.
+/// person and writable by no one else: not world-writable, and group-writable only for the
+/// owner's private group (Debian, Ubuntu and Fedora give each user a group of their own, and
+/// their default umask 002 makes `cargo build` output mode 775). Returns its canonical path.
 pub fn check_file(path: &Path) -> Result<PathBuf, Untrusted> {
     let missing = |why: String| Untrusted::Missing {
         path: path.to_path_buf(),
@@ -123,7 +125,9 @@ pub fn check_file(path: &Path) -> Result<PathBuf, Untrusted> {
             });
         }
         let mode = meta.permissions().mode() & 0o7777;
-        if mode & 0o022 != 0 {
+        let others_write =
+            mode & 0o002 != 0 || (mode & 0o020 != 0 && !private_group(meta.uid(), meta.gid()));
+        if others_write {
             return Err(Untrusted::Writable {
                 path: p.to_path_buf(),
                 mode,
@@ -131,6 +135,55 @@ pub fn check_file(path: &Path) -> Result<PathBuf, Untrusted> {
         }
     }
     Ok(real)
+}
+
+/// Whether `gid` is `uid`'s private group: the user's primary group, named like the user, with
+/// no other member listed. Only then does its write bit give no one else the file.
+fn private_group(uid: u32, gid: u32) -> bool {
+    // gid 0 is root's group, and every account whose primary group it is (none listed as a
+    // member) shares it.
+    if gid == 0 {
+        return false;
+    }
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: passwd and group are plain data filled by the *_r calls; buf outlives every read
+    // of the pointers they hold, and each pointer is checked for null before it is read.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        if libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut out) != 0
+            || out.is_null()
+            || pwd.pw_gid != gid
+            || pwd.pw_name.is_null()
+        {
+            return false;
+        }
+        let user = std::ffi::CStr::from_ptr(pwd.pw_name).to_owned();
+        let mut gbuf = vec![0u8; 64 * 1024];
+        let mut grp: libc::group = std::mem::zeroed();
+        let mut gout: *mut libc::group = std::ptr::null_mut();
+        if libc::getgrgid_r(
+            gid,
+            &mut grp,
+            gbuf.as_mut_ptr().cast(),
+            gbuf.len(),
+            &mut gout,
+        ) != 0
+            || gout.is_null()
+            || grp.gr_name.is_null()
+            || std::ffi::CStr::from_ptr(grp.gr_name) != user.as_c_str()
+        {
+            return false;
+        }
+        let mut member = grp.gr_mem;
+        while !member.is_null() && !(*member).is_null() {
+            if std::ffi::CStr::from_ptr(*member) != user.as_c_str() {
+                return false;
+            }
+            member = member.add(1);
+        }
+        true
+    }
 }
 
 /// The check on the launch's policy: it refuses writing, deleting and renaming `real` (a
@@ -231,6 +284,20 @@ mod tests {
             e.to_string()
                 .contains("group- or world-writable (mode 777)")
         );
+    }
+
+    /// A group of the owner's own (Debian's user private groups) gives no one else the file;
+    /// root's group, another user's, or a shared one does.
+    #[test]
+    fn only_a_private_group_may_have_the_write_bit() {
+        let (uid, gid) = agentworks_test_user::test_user_ids();
+        assert!(private_group(uid, gid), "sbx-test's own group is private");
+        assert!(
+            !private_group(0, 0),
+            "root's group is shared by every gid-0 account"
+        );
+        assert!(!private_group(uid, 0), "not the user's primary group");
+        assert!(!private_group(0, gid), "another user's group");
     }
 
     #[test]

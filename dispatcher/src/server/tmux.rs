@@ -89,7 +89,7 @@ const OWN_CONFIG: &str = "/dev/null";
 
 /// A command to the server at `socket`: tmux resolved once to an absolute path
 /// ([`crate::programs::tmux`]), checked like a confined launch's enforcer (owned by root or
-/// the person, neither it nor its folder group- or world-writable: a tmux a chat could have
+/// the person, neither it nor its folder writable by another account: a tmux a chat could have
 /// replaced would run its code outside), with the product's own configuration.
 fn tmux(socket: &Path) -> Result<Command> {
     let path =
