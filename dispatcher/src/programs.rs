@@ -282,7 +282,7 @@ mod tests {
         );
         assert!(
             e.to_string()
-                .contains("group- or world-writable (mode 777)")
+                .contains("group- or world-writable (mode 777,")
         );
     }
 
