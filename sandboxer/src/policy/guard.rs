@@ -29,13 +29,13 @@ pub(super) enum GuardHit<'p> {
 pub(super) const REPOSITORIES_ORIGIN: &str = "(autorun) [repositories]";
 
 impl Policy {
-    fn spelled(&self) -> bool {
+    pub(super) fn compares_spellings(&self) -> bool {
         self.target == Target::Macos
     }
 
     /// The guard holding `p` (normalized, absolute); `grant` is its deepest grant.
     pub(super) fn guard_at(&self, p: &Path, grant: Option<&Grant>) -> Option<GuardHit<'_>> {
-        let entry = if self.spelled() {
+        let entry = if self.compares_spellings() {
             self.guarded.iter().find(|g| spelling::within(p, &g.path))
         } else {
             self.guarded.iter().find(|g| within(p, &g.path))
@@ -65,7 +65,7 @@ impl Policy {
         if let Some(root) = self.rule_roots().find(|root| strictly_within(root, p)) {
             return Some(Cow::Borrowed(root));
         }
-        if !self.spelled() {
+        if !self.compares_spellings() {
             return None;
         }
         if let Some(g) = self

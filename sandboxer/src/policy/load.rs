@@ -82,10 +82,12 @@ fn repositories(
                 .any(|g| g.access == Access::Rw && within(p, &g.path))
     };
     let found = repos::scan(home, &settings.limits, &exclude);
+    let mut known: std::collections::HashSet<PathBuf> =
+        guarded.iter().map(|g| g.path.clone()).collect();
     for repo in &found.repos {
         for name in &settings.guard {
             let path = repo.git_dir.join(name);
-            if guarded.iter().any(|g| g.path == path) {
+            if !known.insert(path.clone()) {
                 continue;
             }
             guarded.push(Guarded {
@@ -437,8 +439,9 @@ impl Cx<'_> {
     fn guarded(&self, raw: &PolicyDocument, autorun: bool) -> Result<Vec<Guarded>, PolicyError> {
         let mut out: Vec<Guarded> = Vec::new();
         let mut resolver = Resolver::default();
+        let mut known: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
         let mut push = |g: Guarded| {
-            if !out.iter().any(|x| x.path == g.path) {
+            if known.insert(g.path.clone()) {
                 out.push(g);
             }
         };

@@ -14,6 +14,7 @@ mod document;
 mod guard;
 mod launchers;
 mod load;
+mod lookup;
 mod resolve;
 
 use std::borrow::Cow;
@@ -28,6 +29,7 @@ pub use document::{
 };
 pub use launchers::{LauncherPath, LauncherSet, MachName};
 pub use load::{PolicyError, default_policy};
+pub use lookup::Lookup;
 pub use resolve::{ResolveError, ResolveOptions};
 
 use crate::paths::{normalize, within};
@@ -495,6 +497,18 @@ impl Policy {
             };
         };
         let p = path.as_path();
+        let grant = self.deepest_grant(p);
+        self.at_with(p, self.ancestor_at(p, grant), self.guard_at(p, grant))
+    }
+
+    /// [`Policy::at`] at the normal, absolute `p`, given the rule root beneath it and the guard
+    /// holding it (looked up linearly by [`Policy::at`], by hash by [`Lookup::at`]).
+    fn at_with<'p>(
+        &'p self,
+        p: &Path,
+        ancestor_of: Option<std::borrow::Cow<'p, Path>>,
+        guarded: Option<guard::GuardHit<'p>>,
+    ) -> At<'p> {
         let launchers = self.launchers.block.then_some(&self.launchers);
         let closed = (self.base == Base::Closed).then_some(&self.closed);
         let grant = self.deepest_grant(p);
@@ -503,9 +517,9 @@ impl Policy {
             base: self.base,
             launcher: launchers.and_then(|l| l.exec.iter().find(|l| l.path == p)),
             launcher_folder: launchers.and_then(|l| l.read.iter().find(|l| within(p, &l.path))),
-            ancestor_of: self.ancestor_at(p, grant),
+            ancestor_of,
             refused: self.refuse.iter().find(|r| within(p, &r.path)),
-            guarded: self.guard_at(p, grant),
+            guarded,
             grant,
             protected: self.protected.iter().find(|r| within(p, &r.path)),
             closed_write: closed.and_then(|c| c.write.iter().find(|w| within(p, &w.path))),

@@ -1,7 +1,7 @@
 //! The builder: the masks (if any) first, then, for every folder on the way to a rule path,
 //! the Landlock rights that every path beneath it may have.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::error::PlanError;
 use super::fs::{EntryKind, FsView};
 use super::gaps::{Unchecked, metadata_exposure};
-use super::model::{Masked, governing, guarding, mask_verdict, pinned};
+use super::model::{Masked, MountsIndex, governing, guarding, mask_verdict, pinned};
 use super::points::{Children, closes, policy_points};
 use super::rights::{Ops, Rights};
 use crate::autorun::Missing;
@@ -30,6 +30,10 @@ pub const MAX_KNOWN_ABI: u32 = 9;
 
 pub(super) struct Planner<'a> {
     policy: &'a Policy,
+    /// The policy's rules indexed for the many paths the planner asks about.
+    lookup: crate::policy::Lookup<'a>,
+    /// `mounts` indexed, once they are all planned (see `build`).
+    steps: MountsIndex,
     facts: &'a Facts,
     shape: Shape,
     fs: &'a dyn FsView,
@@ -68,6 +72,8 @@ impl<'a> Planner<'a> {
         let points = policy_points(policy);
         Planner {
             policy,
+            lookup: policy.lookup(),
+            steps: MountsIndex::default(),
             facts,
             shape,
             fs,
@@ -105,6 +111,7 @@ impl<'a> Planner<'a> {
             self.dont_care.extend(guarded);
         }
         self.note_remaining_absent()?;
+        self.steps = MountsIndex::new(&self.mounts);
         let abi = self.facts.landlock_abi.min(MAX_KNOWN_ABI);
         if abi > 0 {
             let root = PathBuf::from("/");
@@ -395,13 +402,15 @@ impl<'a> Planner<'a> {
         let mut guards: Vec<&crate::policy::Guarded> = self.policy.guarded.iter().collect();
         guards.sort_by_key(|g| (g.path.components().count(), g.path.clone()));
         let mut done: Vec<PathBuf> = Vec::new();
+        // The steps before the guards: only these can hide a guarded path.
+        let before = self.mounts.clone();
         for g in guards {
             let path = &g.path;
             if done.iter().any(|d| within(path, d)) {
                 continue;
             }
             if let Some((_, MountStep::Cover { .. } | MountStep::Refuse { .. })) =
-                governing(&self.mounts, path)
+                governing(&before, path)
             {
                 continue;
             }
@@ -536,9 +545,11 @@ impl<'a> Planner<'a> {
             })
             .collect();
         let mut pins: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
+        // Held paths share most of their folders (the home, ~/.config): each is decided once.
+        let mut seen: HashSet<&Path> = HashSet::new();
         for of in &held {
             for a in of.ancestors().skip(1) {
-                if a == Path::new("/") || pins.contains_key(a) {
+                if a == Path::new("/") || !seen.insert(a) {
                     continue;
                 }
                 // Under a guard, a folder is read-only already: it cannot be moved.
@@ -623,7 +634,7 @@ impl<'a> Planner<'a> {
             return Ops::ALL;
         }
         let mask = match self.shape {
-            Shape::Masks => Masked::at(&self.mounts, q),
+            Shape::Masks => Masked::indexed(&self.mounts, &self.steps, q),
             Shape::LandlockOnly => Masked {
                 governing: None,
                 guard: None,
@@ -633,7 +644,7 @@ impl<'a> Planner<'a> {
             Shape::Masks => pinned(&self.mounts, q),
             Shape::LandlockOnly => None,
         };
-        let at = self.policy.at(q);
+        let at = self.lookup.at(q);
         let mut out = Ops::NONE;
         for op in Op::ALL {
             let moves_away = matches!(op, Op::Delete | Op::Rename);

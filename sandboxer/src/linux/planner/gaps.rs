@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::PlanError;
 use super::fs::EntryKind;
-use super::model::{Decider, MountEffect, PlanDecision, Sight, governing};
+use super::model::{Decider, Masked, MountEffect, MountsIndex, PlanDecision, Sight, governing};
 use super::points::{Children, closes, policy_points};
 use crate::linux::fs_right::FsRight;
 use crate::linux::plan::{Gap, MountStep, Plan};
@@ -532,9 +532,11 @@ pub(super) fn analyze(
     }
 
     let mut found: BTreeMap<GapKind, BTreeSet<PathBuf>> = BTreeMap::new();
+    let lookup = policy.lookup();
+    let steps = MountsIndex::new(&plan.mounts);
     let mut check = |q: &Path, ops: &[Op]| {
-        let mut sight = Sight::new(plan, q);
-        let at = policy.at(q);
+        let mut sight = Sight::with(Masked::indexed(&plan.mounts, &steps, q), q);
+        let at = lookup.at(q);
         let mut kinds: Vec<GapKind> = Vec::new();
         for &op in ops {
             let pd = plan.decide_at(op, &mut sight);
@@ -612,16 +614,18 @@ fn guard_gaps(plan: &Plan, policy: &Policy) -> Vec<(GapKind, Vec<PathBuf>)> {
         crate::linux::plan::Shape::LandlockOnly => GapKind::AutorunLandlockOnly,
         crate::linux::plan::Shape::Masks => GapKind::AutorunUnmasked,
     };
+    let steps = MountsIndex::new(&plan.mounts);
     let unmasked: Vec<PathBuf> = policy
         .guarded
         .iter()
         .filter(|g| {
+            let masked = Masked::indexed(&plan.mounts, &steps, &g.path);
             // Under a cover or refused path nothing can be written anyway.
             let hidden = matches!(
-                governing(&plan.mounts, &g.path),
+                masked.governing,
                 Some((_, MountStep::Cover { .. } | MountStep::Refuse { .. }))
             );
-            !hidden && super::model::guarding(&plan.mounts, &g.path).is_none()
+            !hidden && masked.guard.is_none()
         })
         .map(|g| g.path.clone())
         .collect();

@@ -139,8 +139,16 @@ impl fmt::Display for PlanDecision {
 /// holds `q` holds `q` too), and on one path "strictly above" is "fewer components"; so the
 /// steps holding `q`, usually none or a few, are all that is compared.
 pub(super) fn governing<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize, &'m MountStep)> {
+    governing_among(mounts.iter().enumerate(), q)
+}
+
+/// [`governing`] among some of a plan's steps, with their indices.
+fn governing_among<'m>(
+    steps: impl Iterator<Item = (usize, &'m MountStep)>,
+    q: &Path,
+) -> Option<(usize, &'m MountStep)> {
     let mut on_path: Vec<(usize, &MountStep, usize)> = Vec::new();
-    for (i, m) in mounts.iter().enumerate() {
+    for (i, m) in steps {
         // A pin is a clone of the tree at its path: it hides nothing and changes nothing
         // beneath it (see `pinned`). A guard is a read-only clone: it hides nothing either,
         // and makes what it holds read-only (see `guarding`).
@@ -173,6 +181,29 @@ pub(super) fn guarding<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize, 
         .min_by_key(|(_, m)| m.path().components().count())
 }
 
+/// A plan's mount steps split for many lookups: the guard steps by path, and the others (by
+/// index into the steps it was made from).
+#[derive(Debug, Default)]
+pub(super) struct MountsIndex {
+    guards: std::collections::HashMap<std::ffi::OsString, usize>,
+    others: Vec<usize>,
+}
+
+impl MountsIndex {
+    pub(super) fn new(mounts: &[MountStep]) -> MountsIndex {
+        let mut index = MountsIndex::default();
+        for (i, m) in mounts.iter().enumerate() {
+            match m {
+                MountStep::Guard { path, .. } => {
+                    index.guards.insert(path.as_os_str().to_owned(), i);
+                }
+                _ => index.others.push(i),
+            }
+        }
+        index
+    }
+}
+
 /// What the masks say at one path: the step that governs it ([`governing`]) and the guard
 /// holding it ([`guarding`]).
 #[derive(Clone, Copy)]
@@ -186,6 +217,20 @@ impl<'m> Masked<'m> {
         Masked {
             governing: governing(mounts, q),
             guard: guarding(mounts, q),
+        }
+    }
+
+    /// [`Masked::at`] with the plan's steps split once: a home's hundreds of guard steps are
+    /// found by the bytes of `q`'s ancestors, not compared one by one.
+    pub(super) fn indexed(mounts: &'m [MountStep], index: &MountsIndex, q: &Path) -> Masked<'m> {
+        let guard = q
+            .ancestors()
+            .filter_map(|a| index.guards.get(a.as_os_str()))
+            .last()
+            .map(|&i| (i, &mounts[i]));
+        Masked {
+            governing: governing_among(index.others.iter().map(|&i| (i, &mounts[i])), q),
+            guard,
         }
     }
 
@@ -390,9 +435,14 @@ pub(super) struct Sight<'p, 'q> {
 
 impl<'p, 'q> Sight<'p, 'q> {
     pub(super) fn new(plan: &'p Plan, q: &'q Path) -> Sight<'p, 'q> {
+        Sight::with(Masked::at(&plan.mounts, q), q)
+    }
+
+    /// A sight whose masks were looked up already ([`Masked::indexed`]).
+    pub(super) fn with(masked: Masked<'p>, q: &'q Path) -> Sight<'p, 'q> {
         Sight {
             q,
-            masked: Masked::at(&plan.mounts, q),
+            masked,
             here: None,
             parent: None,
         }
