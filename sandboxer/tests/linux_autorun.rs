@@ -43,9 +43,12 @@ fn home(r: &Runner, policy_extra: &str) -> Home {
         .unwrap();
     let root = dir.path().canonicalize().unwrap();
     let home = root.join("home");
-    for d in [".ssh", ".config", "src/outside", "work/wf"] {
+    for d in [".ssh", ".config", "src/outside", "work/wf", "dotfiles"] {
         fs::create_dir_all(home.join(d)).unwrap();
     }
+    // A dotfile linked into a dotfiles folder (GNU stow's way).
+    fs::write(home.join("dotfiles/tmux.conf"), "set -g mouse on\n").unwrap();
+    std::os::unix::fs::symlink("dotfiles/tmux.conf", home.join(".tmux.conf")).unwrap();
     fs::write(home.join(".bashrc"), "original\n").unwrap();
     fs::write(home.join(".profile"), "profile\n").unwrap();
     fs::write(home.join(".ssh/config"), "Host *\n").unwrap();
@@ -253,6 +256,13 @@ fn guarded_entries_are_read_only(r: &Runner) {
             (deny, "create", &[".config/fish/config.fish"]),
             (deny, "mkdir", &[".config/fish/conf.d"]),
             (deny, "create", &[".config/git/config"]),
+            // A guarded dotfile that is a symlink: the link stays, the file it names is guarded.
+            (allow, "read", &[".tmux.conf"]),
+            (deny, "delete", &[".tmux.conf"]),
+            (deny, "rename", &[".tmux.conf", "tmux.moved"]),
+            (deny, "write", &[".tmux.conf"]),
+            (deny, "write", &["dotfiles/tmux.conf"]),
+            (allow, "create", &["dotfiles/other"]),
             // The folders above a guarded path stay where they are.
             (deny, "rename", &[".config", "config.moved"]),
             (deny, "rename", &[".ssh", "ssh.moved"]),

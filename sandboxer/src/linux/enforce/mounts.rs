@@ -254,8 +254,11 @@ fn pin(path: &Path) -> Result<(), StepError> {
 
 /// Binds the tree at `path` onto itself with every mount in it read-only: writes, metadata
 /// changes and new entries beneath fail (`EROFS`), and the path is a mount point (`EBUSY`).
+/// A symlink is bound as itself (the file it names is a guarded path of its own).
 fn guard(path: &Path) -> Result<(), StepError> {
-    let target = open(path)?;
+    // The entry itself, a symlink included: a link bound onto itself cannot be removed,
+    // renamed or replaced (`EBUSY`), and still names what it named.
+    let target = sys::open_entry(&cpath(path)?).map_err(|e| fail("opening it", e))?;
     let tree = sys::clone_tree(&target).map_err(|e| fail("cloning it (open_tree)", e))?;
     sys::mount_setattr(&tree, libc::MOUNT_ATTR_RDONLY, true)
         .map_err(|e| fail("making it read-only (mount_setattr)", e))?;

@@ -72,6 +72,12 @@ pub(super) fn open_path(path: &CStr) -> Result<OwnedFd, Errno> {
     open_no_symlinks(Dir::Cwd, path, libc::O_PATH)
 }
 
+/// An `O_PATH` descriptor of `path` itself, also when it is a symlink (the link, not what it
+/// names); no symlink is followed on the way.
+pub(super) fn open_entry(path: &CStr) -> Result<OwnedFd, Errno> {
+    open_no_symlinks(Dir::Cwd, path, libc::O_PATH | libc::O_NOFOLLOW)
+}
+
 /// A detached copy of the mount tree at `fd` (submounts included), not attached anywhere.
 pub(super) fn clone_tree(fd: &OwnedFd) -> Result<OwnedFd, Errno> {
     let flags = libc::OPEN_TREE_CLONE

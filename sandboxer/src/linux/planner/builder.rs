@@ -395,9 +395,8 @@ impl<'a> Planner<'a> {
     /// file meant). Not guarded by a mask: paths under a cover or refused path (nothing can be
     /// written there already), paths inside another guard (read-only already), and those
     /// listed by the gap `autorun-unmasked` — missing where no placeholder may stand
-    /// (`missing = "none"`) or can be made (this user cannot create it: nobody inside can),
-    /// and symlinks (a mount would land on what the link names; the file it names is guarded
-    /// at its own path).
+    /// (`missing = "none"`) or can be made (this user cannot create it: nobody inside can). A
+    /// symlink is guarded as itself (the file it names is a guarded path of its own).
     fn plan_guards(&mut self) -> Result<(), PlanError> {
         let mut guards: Vec<&crate::policy::Guarded> = self.policy.guarded.iter().collect();
         guards.sort_by_key(|g| (g.path.components().count(), g.path.clone()));
@@ -421,7 +420,13 @@ impl<'a> Planner<'a> {
                 _ => Some(String::new()),
             };
             let step = match self.kind(path)? {
-                Some(EntryKind::Symlink) => None,
+                // The link itself, bound onto itself: it cannot be replaced (`EBUSY`).
+                Some(EntryKind::Symlink) => Some(MountStep::Guard {
+                    path: path.clone(),
+                    existed: true,
+                    is_dir: false,
+                    content: None,
+                }),
                 Some(kind) => Some(MountStep::Guard {
                     path: path.clone(),
                     existed: true,

@@ -69,7 +69,7 @@ pub enum GapKind {
     AbsentOutOfReach,
     /// A guarded path no mask makes read-only (masks shape): missing at launch where no
     /// placeholder may stand (`missing = "none"`: any new file changes what happens) or can be
-    /// made, or a symlink.
+    /// made.
     AutorunUnmasked,
     /// Landlock-only: guarded paths are not enforced (Landlock could only by narrowing every
     /// folder above them).
@@ -233,10 +233,9 @@ impl GapKind {
                 .into(),
             GapKind::AutorunUnmasked => "these guarded paths are not read-only in this sandbox: \
                  missing at launch where any new file would change what happens (so no \
-                 placeholder stands there, e.g. ~/.xsession, ~/.zcompdump), missing where this \
-                 user cannot create them anyway, or symlinks (the file a link names is guarded \
-                 at its own path; the link can be replaced). Not counted as breaking: the \
-                 product's decision for these entries (docs/linux.md, \"The autorun guard\")"
+                 placeholder stands there, e.g. ~/.xsession, ~/.zcompdump), or missing where \
+                 this user cannot create them anyway. Not counted as breaking: the product's \
+                 decision for these entries (docs/linux.md, \"The autorun guard\")"
                 .into(),
             GapKind::AutorunLandlockOnly => "the autorun guard is not enforced: without a mount \
                  namespace, Landlock could keep these paths read-only only by narrowing every \
