@@ -43,7 +43,14 @@ fn home(r: &Runner, policy_extra: &str) -> Home {
         .unwrap();
     let root = dir.path().canonicalize().unwrap();
     let home = root.join("home");
-    for d in [".ssh", ".config", "src/outside", "work/wf", "dotfiles"] {
+    for d in [
+        ".ssh",
+        ".config",
+        "src/outside",
+        "work/wf",
+        "dotfiles",
+        "tools/bin",
+    ] {
         fs::create_dir_all(home.join(d)).unwrap();
     }
     // A dotfile linked into a dotfiles folder (GNU stow's way).
@@ -109,9 +116,11 @@ fn run(r: &Runner, h: &Home, confined: bool, program: &str, args: &[&str]) -> st
     } else {
         r.command(program)
     };
+    // A folder of the home on $PATH, as ~/.local/bin or ~/go/bin often are.
+    let path = format!("{}:{PATH}", h.home.join("tools/bin").display());
     c.args(args)
         .env("HOME", &h.home)
-        .env("PATH", PATH)
+        .env("PATH", path)
         .env("LANG", "C.UTF-8")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .current_dir(&h.root)
@@ -169,6 +178,7 @@ fn stand_ins(h: &Home) {
     fs::write(h.home.join(".claude/settings.json"), "{}\n").unwrap();
     fs::create_dir_all(h.home.join(".config/fish")).unwrap();
     fs::create_dir_all(h.home.join(".config/git")).unwrap();
+    fs::create_dir_all(h.home.join(".local/bin")).unwrap();
 }
 
 type Case<'a> = (bool, &'a str, &'a [&'a str]);
@@ -266,6 +276,9 @@ fn guarded_entries_are_read_only(r: &Runner) {
             // The folders above a guarded path stay where they are.
             (deny, "rename", &[".config", "config.moved"]),
             (deny, "rename", &[".ssh", "ssh.moved"]),
+            // Folders put on $PATH: a program dropped there would shadow the system's.
+            (deny, "create", &[".local/bin/git"]),
+            (deny, "create", &["tools/bin/git"]),
             // Ordinary files of the home stay writable.
             (allow, "write", &["notes.txt"]),
             (allow, "create", &["new.txt"]),
@@ -285,6 +298,7 @@ fn guarded_entries_are_read_only(r: &Runner) {
         ".config/fish",
         ".config/git",
         ".zshrc",
+        ".local",
     ] {
         assert!(
             !h.home.join(gone).exists(),

@@ -63,6 +63,8 @@ pub struct List {
     pub repositories: RepositorySettings,
     /// Command names resolved on `$PATH` at launch ([`super::programs`]).
     pub programs: Vec<String>,
+    /// Whether every `$PATH` folder inside the home is guarded.
+    pub path_folders_in_home: bool,
 }
 
 #[derive(Deserialize)]
@@ -100,6 +102,7 @@ struct RawRepositories {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPrograms {
+    path_folders_in_home: bool,
     names: Vec<Spanned<String>>,
 }
 
@@ -250,6 +253,7 @@ pub fn parse(target: Target, text: &str, file: &str, env: &Env) -> Result<List, 
             },
         },
         programs,
+        path_folders_in_home: raw.programs.path_folders_in_home,
     })
 }
 
@@ -334,7 +338,7 @@ mod tests {
         parse(Target::Linux, text, "t.toml", &env(&[])).unwrap_err()
     }
 
-    const TAIL: &str = "[repositories]\nguard=[\"hooks\"]\nmax_depth=1\nmax_dirs=1\nbudget_ms=1\nskip=[]\n[programs]\nnames=[]\n";
+    const TAIL: &str = "[repositories]\nguard=[\"hooks\"]\nmax_depth=1\nmax_dirs=1\nbudget_ms=1\nskip=[]\n[programs]\npath_folders_in_home=true\nnames=[]\n";
 
     #[test]
     fn bad_lists_name_the_line_and_field() {

@@ -45,6 +45,29 @@ pub fn entries(
     out
 }
 
+/// Every absolute `$PATH` folder inside `home` (path_var a `$PATH` value), guarded as a folder:
+/// a program a chat drops there shadows the system's in the person's next shell.
+pub fn path_folders(path_var: Option<&std::ffi::OsStr>, home: &Path) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::new();
+    for dir in path_var.map(std::env::split_paths).into_iter().flatten() {
+        let Some(dir) = crate::paths::normalize(&dir) else {
+            continue; // relative: what it names depends on the cwd
+        };
+        if dir == home || !crate::paths::within(&dir, home) || out.iter().any(|e| e.path == dir) {
+            continue;
+        }
+        out.push(Entry {
+            why: "a folder of $PATH in the home: a program a chat drops there shadows the \
+                  system's in the person's next shell"
+                .into(),
+            missing: Missing::None,
+            origin: format!("(programs) $PATH {}", dir.display()),
+            path: dir,
+        });
+    }
+    out
+}
+
 fn push_program(out: &mut Vec<Entry>, name: &str, found: &Path) {
     let mut add = |path: PathBuf, what: &str| {
         if !out.iter().any(|e| e.path == path) {
@@ -129,5 +152,31 @@ mod tests {
         let e = entries(&["tool".into()], Some(&path), &[root.join("own")]);
         let got: Vec<&Path> = e.iter().map(|e| e.path.as_path()).collect();
         assert_eq!(got, [bin.as_path(), root.join("own").as_path()]);
+    }
+
+    #[test]
+    fn path_folders_in_the_home_are_guarded_and_others_not() {
+        let home = Path::new("/home/ada");
+        let path = std::env::join_paths([
+            "/home/ada/.local/bin",
+            "/usr/bin",
+            "relative/bin",
+            "/home/ada",
+            "/home/adam/bin",
+            "/home/ada/.local/bin/",
+            "/home/ada/go/bin",
+        ])
+        .unwrap();
+        let got: Vec<PathBuf> = path_folders(Some(&path), home)
+            .into_iter()
+            .map(|e| e.path)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                PathBuf::from("/home/ada/.local/bin"),
+                PathBuf::from("/home/ada/go/bin")
+            ]
+        );
     }
 }

@@ -58,6 +58,8 @@ pub struct ResolveOptions {
     pub autorun: Vec<autorun::Entry>,
     /// The autorun list's `[programs]` names, once [`ResolveOptions::add_autorun`] read it.
     pub programs: Option<Vec<String>>,
+    /// The autorun list's `[programs] path_folders_in_home`.
+    pub path_folders_in_home: bool,
     /// Git repositories under the home, whose hooks and config are guarded too: Linux looks
     /// for them at load time (on this machine only); macOS guards every repository with one
     /// pattern ([`crate::policy::AutorunKnobs::repositories`]). None: not guarded.
@@ -88,6 +90,7 @@ impl ResolveOptions {
             ways_out: Vec::new(),
             autorun: Vec::new(),
             programs: None,
+            path_folders_in_home: false,
             repositories: None,
         })
     }
@@ -126,6 +129,7 @@ impl ResolveOptions {
         self.autorun.retain(|e| e.origin.starts_with("(programs)"));
         self.autorun.extend(list.entries);
         self.programs = Some(list.programs);
+        self.path_folders_in_home = list.path_folders_in_home;
         // Linux looks for repositories on this machine at load; macOS guards them all by one
         // pattern, wherever the profile is rendered.
         self.repositories = Some(list.repositories);
@@ -149,11 +153,20 @@ impl ResolveOptions {
             Some(names) => names.clone(),
             None => {
                 let env = Env::for_target(self.target, &self.home, None, None);
-                autorun::list::load(self.target, profiles_dir, &env)?.programs
+                let list = autorun::list::load(self.target, profiles_dir, &env)?;
+                self.path_folders_in_home = list.path_folders_in_home;
+                list.programs
             }
         };
         all.extend(names.iter().filter(|n| !n.contains('/')).cloned());
-        for e in autorun::programs::entries(&all, path_var, files) {
+        let folders = match self.path_folders_in_home {
+            true => autorun::programs::path_folders(path_var, &self.home),
+            false => Vec::new(),
+        };
+        for e in folders
+            .into_iter()
+            .chain(autorun::programs::entries(&all, path_var, files))
+        {
             if !self.autorun.iter().any(|x| x.path == e.path) {
                 self.autorun.push(e);
             }
