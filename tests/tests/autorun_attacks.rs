@@ -255,21 +255,36 @@ fn rewritten_cli(who: Who) {
         "dispatcher clis ran the home's claude outside the sandbox"
     );
 
-    // From inside a chat (claude is on the launch's PATH, so guarded), it cannot be rewritten.
+    // From inside a chat (claude is on the launch's PATH, so guarded), it cannot be rewritten,
+    // nor can a program be dropped beside it (~/.local/bin is a folder of $PATH); an ordinary
+    // file of the home is written (the control).
+    let home = w
+        .local_bin()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let out = w.inside(
         "chat-1",
         &format!(
             "echo x >> {f} && echo BAD-CLI-REWRITTEN; \
-             echo x > {d}/other && echo OK-FOLDER-WRITE; exit 0",
+             echo x > {d}/other && echo BAD-PATH-FOLDER-WRITE; \
+             echo x > {h}/ordinary.txt && echo OK-HOME-WRITE; exit 0",
             f = fake.display(),
-            d = w.local_bin().display()
+            d = w.local_bin().display(),
+            h = home.display()
         ),
     );
     let all = text(&out);
-    assert!(all.contains("OK-FOLDER-WRITE"), "control: {all}");
+    assert!(all.contains("OK-HOME-WRITE"), "control: {all}");
     assert!(
         !all.contains("BAD-CLI-REWRITTEN"),
         "a chat rewrote a CLI:\n{all}"
+    );
+    assert!(
+        !all.contains("BAD-PATH-FOLDER-WRITE"),
+        "a chat dropped a program into ~/.local/bin:\n{all}"
     );
 }
 
