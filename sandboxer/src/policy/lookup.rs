@@ -72,6 +72,7 @@ impl<'p> Lookup<'p> {
             .ancestors
             .get(q.as_os_str().as_encoded_bytes())
             .map(|root| std::borrow::Cow::Borrowed(*root));
-        self.policy.at_with(&q, ancestor, guarded)
+        self.policy
+            .at_with(&q, self.policy.deepest_grant(&q), ancestor, guarded)
     }
 }

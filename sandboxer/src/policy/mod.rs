@@ -498,20 +498,26 @@ impl Policy {
         };
         let p = path.as_path();
         let grant = self.deepest_grant(p);
-        self.at_with(p, self.ancestor_at(p, grant), self.guard_at(p, grant))
+        self.at_with(
+            p,
+            grant,
+            self.ancestor_at(p, grant),
+            self.guard_at(p, grant),
+        )
     }
 
-    /// [`Policy::at`] at the normal, absolute `p`, given the rule root beneath it and the guard
-    /// holding it (looked up linearly by [`Policy::at`], by hash by [`Lookup::at`]).
+    /// [`Policy::at`] at the normal, absolute `p`, given its deepest grant, the rule root
+    /// beneath it and the guard holding it (looked up linearly by [`Policy::at`], by hash by
+    /// [`Lookup::at`]).
     fn at_with<'p>(
         &'p self,
         p: &Path,
+        grant: Option<&'p Grant>,
         ancestor_of: Option<std::borrow::Cow<'p, Path>>,
         guarded: Option<guard::GuardHit<'p>>,
     ) -> At<'p> {
         let launchers = self.launchers.block.then_some(&self.launchers);
         let closed = (self.base == Base::Closed).then_some(&self.closed);
-        let grant = self.deepest_grant(p);
         At {
             absolute: true,
             base: self.base,

@@ -402,14 +402,14 @@ impl<'a> Planner<'a> {
         guards.sort_by_key(|g| (g.path.components().count(), g.path.clone()));
         let mut done: Vec<PathBuf> = Vec::new();
         // The steps before the guards: only these can hide a guarded path.
-        let before = self.mounts.clone();
+        let before = self.mounts.len();
         for g in guards {
             let path = &g.path;
             if done.iter().any(|d| within(path, d)) {
                 continue;
             }
             if let Some((_, MountStep::Cover { .. } | MountStep::Refuse { .. })) =
-                governing(&before, path)
+                governing(&self.mounts[..before], path)
             {
                 continue;
             }

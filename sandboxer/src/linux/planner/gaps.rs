@@ -581,7 +581,7 @@ pub(super) fn analyze(
     if !exposure.assets.is_empty() {
         found.insert(GapKind::MetadataUnguarded, exposure.assets.clone());
     }
-    for (kind, paths) in guard_gaps(plan, policy) {
+    for (kind, paths) in guard_gaps(plan, &steps, policy) {
         found.entry(kind).or_default().extend(paths);
     }
     if policy.autorun.repositories_scanned {
@@ -608,17 +608,16 @@ pub(super) fn analyze(
 /// representative paths (see `points::policy_points`): what a guard step holds is read-only
 /// by construction (`model::mask_verdict`), and the folders above a guard are pinned like
 /// those above any mask.
-fn guard_gaps(plan: &Plan, policy: &Policy) -> Vec<(GapKind, Vec<PathBuf>)> {
+fn guard_gaps(plan: &Plan, steps: &MountsIndex, policy: &Policy) -> Vec<(GapKind, Vec<PathBuf>)> {
     let kind = match plan.shape {
         crate::linux::plan::Shape::LandlockOnly => GapKind::AutorunLandlockOnly,
         crate::linux::plan::Shape::Masks => GapKind::AutorunUnmasked,
     };
-    let steps = MountsIndex::new(&plan.mounts);
     let unmasked: Vec<PathBuf> = policy
         .guarded
         .iter()
         .filter(|g| {
-            let masked = Masked::indexed(&plan.mounts, &steps, &g.path);
+            let masked = Masked::indexed(&plan.mounts, steps, &g.path);
             // Under a cover or refused path nothing can be written anyway.
             let hidden = matches!(
                 masked.governing,
