@@ -80,6 +80,18 @@ pub enum EventKind {
         bytes: u64,
         text: String,
     },
+    /// A Mac's sandbox refused an operation of the chat's processes (`crate::denials`): what
+    /// Seatbelt wrote to the unified log, each distinct denial once.
+    SandboxDenial {
+        process: String,
+        pid: Option<u32>,
+        operation: String,
+        target: String,
+    },
+    /// More distinct denials than are recorded per launch: how many were not.
+    SandboxDenialsDropped {
+        count: u64,
+    },
 }
 
 fn now_ms() -> u64 {

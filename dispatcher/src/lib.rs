@@ -6,6 +6,7 @@ pub mod anchor;
 pub mod bridge;
 pub mod clis;
 pub mod contract;
+pub mod denials;
 pub mod doctor;
 pub mod events;
 pub mod grants;

@@ -62,6 +62,11 @@ enum Command {
         /// folder (you moved or restored it yourself). Run it outside any chat.
         #[arg(long)]
         adopt: bool,
+        /// Give the existing state root a fresh server token (for one that may have been read,
+        /// e.g. through a hard link a launch refused). Running chats and servers keep the old
+        /// one until restarted. Run it outside any chat.
+        #[arg(long, conflicts_with_all = ["adopt", "docs_root"])]
+        rotate_token: bool,
     },
     /// Workflows: folders of workspace documents.
     #[command(subcommand)]
@@ -268,8 +273,18 @@ fn open_state(cli_root: Option<&PathBuf>) -> Result<StateRoot> {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Init { docs_root, adopt } => {
+        Command::Init {
+            docs_root,
+            adopt,
+            rotate_token,
+        } => {
             let path = StateRoot::locate(cli.state_root.as_deref())?;
+            if rotate_token {
+                let mut state = StateRoot::open(&path)?;
+                state.rotate_token()?;
+                println!("new server token in {}", state.config_json().display());
+                return Ok(ExitCode::SUCCESS);
+            }
             let (state, created) = if adopt {
                 (StateRoot::anchor(&path, true)?, false)
             } else {
@@ -561,6 +576,10 @@ fn print_launch(l: &launch::Launch) {
                     from.display()
                 )
             }
+            launch::FileSource::Keychain(service) => println!(
+                "file:     {} (copy of the keychain item {service:?}, on a Mac, if present)",
+                f.path.display()
+            ),
         }
     }
 }

@@ -272,6 +272,13 @@ fn summarize_event(e: &Value) -> String {
                 c["reason"].as_str().unwrap_or("")
             )
         }
+        "sandbox_denial" => format!(
+            "{}({}) {} {}",
+            e["process"].as_str().unwrap_or("?"),
+            e["pid"],
+            e["operation"].as_str().unwrap_or("?"),
+            e["target"].as_str().unwrap_or("")
+        ),
         "output" => format!(
             "{}: {}",
             e["stream"].as_str().unwrap_or("?"),

@@ -115,7 +115,7 @@ fn adapters() -> Vec<Adapter> {
 fn content(f: &launch::PlannedFile) -> Option<&str> {
     match &f.source {
         FileSource::Content(c) => Some(c),
-        FileSource::CopyOf(_) => None,
+        FileSource::CopyOf(_) | FileSource::Keychain(_) => None,
     }
 }
 
@@ -189,6 +189,14 @@ fn render(w: &World, interactive: &Launch, headless: &Launch) -> String {
                     out,
                     "copy of the person's {}, when it exists",
                     from.display()
+                )
+                .unwrap();
+            }
+            FileSource::Keychain(service) => {
+                writeln!(out, "\n--- file {path} (mode {:o})", f.mode).unwrap();
+                writeln!(
+                    out,
+                    "copy of the person's keychain item {service:?} (a Mac's), when it exists"
                 )
                 .unwrap();
             }
@@ -364,6 +372,11 @@ fn nothing_points_at_the_persons_own_config() {
                         "{ctx}: {}",
                         f.path.display()
                     );
+                    assert_eq!(f.mode, 0o600, "{ctx}");
+                }
+                FileSource::Keychain(_) => {
+                    // Copied into the private config home, nowhere else.
+                    assert!(f.path.starts_with(&plan.config_home), "{ctx}");
                     assert_eq!(f.mode, 0o600, "{ctx}");
                 }
             }
@@ -905,6 +918,35 @@ fn a_relative_or_escaping_login_path_names_file_line_and_field() {
         (line, "config_home.login[0].to"),
         "{e}"
     );
+}
+
+#[test]
+fn a_login_names_exactly_one_source_and_a_sane_keychain_service() {
+    // Neither `from` nor `keychain`: named at the entry's `to`.
+    let (text, line) = with_line("from = ", "");
+    let e = load_err(&text);
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (line + 1, "config_home.login[0]"),
+        "{e}"
+    );
+    assert!(e.message.contains("exactly one of"), "{e}");
+    // Both.
+    let (text, _) = with_line("from = ", "from = \"{home}/.t/a\"\nkeychain = \"T\"");
+    assert!(load_err(&text).message.contains("exactly one of"));
+    // A keychain service with a control character, or empty.
+    for bad in ["keychain = \"a\\nb\"", "keychain = \"\""] {
+        let (text, line) = with_line("from = ", bad);
+        let e = load_err(&text);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (line, "config_home.login[0].keychain"),
+            "{bad}: {e}"
+        );
+    }
+    // A good one loads.
+    let (text, _) = with_line("from = ", "keychain = \"T Login\"");
+    Adapter::from_toml(&text, "profiles/clis/t.toml").unwrap();
 }
 
 #[test]

@@ -856,3 +856,45 @@ as_root_and_user!(
     state_root_identity_as_root,
     state_root_identity_as_user
 );
+
+/// A second hard link to `config.json` (made outside any sandbox, say before the state root
+/// was protected) would hand the server token to every chat: the launch is refused with an
+/// error naming the file and the fix, and runs nothing; once the link is gone and the token
+/// rotated it launches again, and the old link holds only the old token.
+fn linked_secret_refuses_the_launch(who: Who) {
+    let w = World::new(who);
+    let config = w.state.join("config.json");
+    let link = w.home.join("token-link.json");
+    w.as_runner(&format!("ln {} {}", config.display(), link.display()));
+    let launch = chat_1_full("sh", &[], &["-c", "echo LAUNCHED"]);
+    let out = w.dispatcher(&launch);
+    let all = text(&out);
+    assert!(
+        !out.status.success(),
+        "launched with a linked secret: {all}"
+    );
+    assert!(!all.contains("LAUNCHED"), "{all}");
+    assert!(
+        all.contains(&format!("{} has 2 hard links", config.display()))
+            && all.contains("--rotate-token"),
+        "the error names the file and the fix: {all}"
+    );
+    let old = fs::read_to_string(&config).unwrap();
+    fs::remove_file(&link).unwrap();
+    let rotated = w.dispatcher(&["init", "--rotate-token"]);
+    assert!(rotated.status.success(), "{}", text(&rotated));
+    assert_ne!(fs::read_to_string(&config).unwrap(), old);
+    // Control: the same launch runs once the link is gone.
+    let out = w.dispatcher(&launch);
+    assert!(
+        out.status.success() && text(&out).contains("LAUNCHED"),
+        "{}",
+        text(&out)
+    );
+}
+
+as_root_and_user!(
+    linked_secret_refuses_the_launch =>
+    linked_secret_refuses_the_launch_as_root,
+    linked_secret_refuses_the_launch_as_user
+);

@@ -119,7 +119,11 @@ impl FileSpec {
 #[serde(deny_unknown_fields)]
 pub struct LoginSpec {
     /// The person's file, e.g. `{home}/.codex/auth.json`. Copied when it exists.
-    pub from: Spanned<String>,
+    pub from: Option<Spanned<String>>,
+    /// Or, on a Mac, the service name of a generic password in the person's login keychain
+    /// (account: their login name), copied when it exists: a CLI that keeps its login there
+    /// and in a file of its config home otherwise (Claude Code).
+    pub keychain: Option<Spanned<String>>,
     /// Relative to the config home.
     pub to: Spanned<String>,
 }

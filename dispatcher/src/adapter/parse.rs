@@ -280,9 +280,30 @@ impl Adapter {
         }
         for (i, l) in self.config_home.login.iter().enumerate() {
             let field = format!("config_home.login[{i}]");
-            check(&l.from, &format!("{field}.from"), false)?;
-            if !l.from.get_ref().starts_with("{home}/") {
-                return Err(cx.error(l.from.span(), &format!("{field}.from"), "a login file is carried over from the person's home: start it with \"{home}/\""));
+            match (&l.from, &l.keychain) {
+                (Some(from), None) => {
+                    check(from, &format!("{field}.from"), false)?;
+                    if !from.get_ref().starts_with("{home}/") {
+                        return Err(cx.error(from.span(), &format!("{field}.from"), "a login file is carried over from the person's home: start it with \"{home}/\""));
+                    }
+                }
+                (None, Some(service)) => {
+                    let name = service.get_ref();
+                    if name.is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
+                        return Err(cx.error(
+                            service.span(),
+                            &format!("{field}.keychain"),
+                            "a keychain service name: 1 to 128 characters, none of them control characters",
+                        ));
+                    }
+                }
+                _ => {
+                    return Err(cx.error(
+                        l.to.span(),
+                        &field,
+                        "give exactly one of `from` (a file in the home) and `keychain` (a keychain service name)",
+                    ));
+                }
             }
             check_relative(l.to.get_ref())
                 .map_err(|m| cx.error(l.to.span(), &format!("{field}.to"), m))?;

@@ -74,7 +74,7 @@ impl Mutation {
                 *c = self.apply(c)?;
                 Ok(())
             }
-            crate::launch::FileSource::CopyOf(_) => {
+            crate::launch::FileSource::CopyOf(_) | crate::launch::FileSource::Keychain(_) => {
                 Err("the launch's policy is not content".into())
             }
         }

@@ -229,7 +229,7 @@ pub fn check_static(s: &Statement, launch: &Launch) -> Result<String, String> {
             .find(|f| f.path.display().to_string() == path)
             .and_then(|f| match &f.source {
                 FileSource::Content(c) => Some(c.clone()),
-                FileSource::CopyOf(_) => None,
+                FileSource::CopyOf(_) | FileSource::Keychain(_) => None,
             })
             .ok_or_else(|| format!("the launch writes no {path}"))?;
         let v: serde_json::Value =

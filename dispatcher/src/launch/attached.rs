@@ -61,6 +61,9 @@ pub unsafe fn run_attached(state: &StateRoot, planned: &Planned, home: &Path) ->
     // launch. Only a power loss within those milliseconds could lose it, together with
     // whatever the CLI wrote meanwhile (not flushed either). `exited` is flushed before the
     // dispatcher returns, as every `append` is.
+    let denials = Confiner::with_waited_signals_blocked(|| {
+        crate::denials::watch_chat(&launch.chat, launch.confined, &events)
+    });
     events.append_unsynced(&Event::started(launch))?;
     let flush = {
         let events = events.clone();
@@ -76,6 +79,7 @@ pub unsafe fn run_attached(state: &StateRoot, planned: &Planned, home: &Path) ->
         _ => run_foreground(launch, flush),
     };
     drop(bridge);
+    drop(denials);
     let code = code?;
     events.append(&Event::exited(launch, code))?;
     Ok(code)

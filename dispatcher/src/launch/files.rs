@@ -131,6 +131,10 @@ pub fn write_files(launch: &Launch, seatbelt_profile: Option<&str>) -> Result<()
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(io(from, &e)),
             },
+            FileSource::Keychain(service) => match super::keychain::login(service) {
+                Some(d) => d,
+                None => continue,
+            },
         };
         crate::state::write_regenerated(&f.path, &data, f.mode).map_err(|e| io(&f.path, &e))?;
     }

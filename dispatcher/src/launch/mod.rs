@@ -8,6 +8,7 @@
 //! plan.rs      the launch as data: policy, mode, argv, environment, files (nothing written)
 //! resolve.rs   a Mac's profile, its policy resolved for the Mac user
 //! files.rs     its files (and a Mac's profile) written into the runtime, symlinks refused
+//! keychain.rs  a login a Mac keeps in the keychain, copied into the chat's config home
 //! ledger.rs    what every confined launch guarded, recorded as its files are written; a
 //!              bridge-only launch runs a CLI only from files guarded in every one
 //! bridge.rs    the chat's bridge, served from the launch's own policy text
@@ -30,6 +31,7 @@ mod confine;
 mod ending;
 mod error;
 mod files;
+mod keychain;
 mod ledger;
 mod plan;
 mod request;
@@ -98,6 +100,7 @@ pub fn prepare(
     req: &LaunchRequest,
     decide: Decide,
 ) -> Result<Planned, LaunchError> {
+    state.check_secrets_unlinked()?;
     let tools = tools(adapter, req.target)?;
     let mut resolved = None;
     let launch = plan(state, adapter, req, &tools, |policy| {

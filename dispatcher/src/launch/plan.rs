@@ -46,6 +46,9 @@ pub enum FileSource {
     Content(String),
     /// The person's login file, copied when present.
     CopyOf(PathBuf),
+    /// The person's login in their keychain (this generic password's service name), copied
+    /// when present, on a Mac only ([`super::keychain`]).
+    Keychain(String),
 }
 
 /// The whole launch, before anything is written.
@@ -85,7 +88,7 @@ impl Launch {
             .find(|f| f.path == self.policy_path)
             .and_then(|f| match &f.source {
                 FileSource::Content(c) => Some(c.as_str()),
-                FileSource::CopyOf(_) => None,
+                FileSource::CopyOf(_) | FileSource::Keychain(_) => None,
             })
     }
 }
@@ -258,13 +261,18 @@ pub fn plan(
         });
     }
     for (i, l) in adapter.config_home.login.iter().enumerate() {
-        let from = vars
-            .expand(l.from.get_ref())
-            .map_err(|e| fail(&format!("config_home.login[{i}]"), e))?;
+        let source = match (&l.from, &l.keychain) {
+            (Some(from), _) => FileSource::CopyOf(PathBuf::from(
+                vars.expand(from.get_ref())
+                    .map_err(|e| fail(&format!("config_home.login[{i}]"), e))?,
+            )),
+            (None, Some(service)) => FileSource::Keychain(service.get_ref().clone()),
+            (None, None) => unreachable!("checked when the adapter was loaded"),
+        };
         files.push(PlannedFile {
             path: config_home.join(l.to.get_ref()),
             mode: 0o600,
-            source: FileSource::CopyOf(PathBuf::from(from)),
+            source,
         });
     }
 

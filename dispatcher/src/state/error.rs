@@ -51,6 +51,14 @@ pub enum StateError {
     UnknownWorkflow(String),
     #[error("{kind} {id:?} already exists")]
     Exists { kind: &'static str, id: String },
+    /// A second name for a secret lets a chat read it from outside the protected root.
+    #[error(
+        "{path} has {links} hard links: another name for it outside the protected state root \
+         would let a chat read it. Refusing to launch. Find the other names with `find / -xdev \
+         -samefile {path}`, remove them, then run `dispatcher init --rotate-token` (outside any \
+         chat) in case the secret was read"
+    )]
+    SecretLinked { path: PathBuf, links: u64 },
     #[error(
         "no state root given: pass --state-root DIR or set {ENV_STATE_ROOT}, or set HOME for the default"
     )]

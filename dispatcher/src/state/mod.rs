@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{ChatId, WorkflowId};
 
 pub mod error;
+mod secrets;
 pub mod write;
 
 use error::io_err;
@@ -408,6 +409,14 @@ impl StateRoot {
             self.write_config()?;
         }
         Ok(())
+    }
+
+    /// Replaces the server token with a fresh one (`dispatcher init --rotate-token`): for a
+    /// token that may have been read. `config.json` is written anew by rename, so a hard link
+    /// to the old file keeps the old token.
+    pub fn rotate_token(&mut self) -> Result<(), StateError> {
+        self.config.server_token = random_token()?;
+        self.write_config()
     }
 
     fn write_config(&self) -> Result<(), StateError> {

@@ -442,7 +442,11 @@ pub fn run(o: &ServedOptions) -> Result<ServedReport, ServedError> {
                     a.config_home
                         .login
                         .iter()
-                        .map(|l| l.from.get_ref().as_str())
+                        .map(|l| match (&l.from, &l.keychain) {
+                            (Some(from), _) => from.get_ref().clone(),
+                            (None, Some(service)) => format!("keychain {:?}", service.get_ref()),
+                            (None, None) => String::new(),
+                        })
                         .collect::<Vec<_>>()
                         .join(", ")
                 },

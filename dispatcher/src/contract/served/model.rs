@@ -38,8 +38,13 @@ pub(super) enum Login {
 pub(super) fn login_state(a: &Adapter, home: &Path) -> Login {
     let mut files = Vec::new();
     for l in &a.config_home.login {
-        // Validated at load: every `from` starts with "{home}/".
-        let Some(rel) = l.from.get_ref().strip_prefix("{home}/") else {
+        // Validated at load: every `from` starts with "{home}/". A keychain login (a Mac's)
+        // is not looked for here: it shows only as the copy a launch writes.
+        let Some(rel) = l
+            .from
+            .as_ref()
+            .and_then(|f| f.get_ref().strip_prefix("{home}/"))
+        else {
             continue;
         };
         if rel.contains('{') {

@@ -38,6 +38,8 @@ impl Supervisor {
         if let Some(b) = r.bridge.take() {
             b.shutdown();
         }
+        // Its denials are in the log before the event that ends the launch.
+        drop(r.denials.take());
         let kind = match ending.code {
             Some(code) => EventKind::Exited { code },
             None => EventKind::Lost {
@@ -86,6 +88,7 @@ impl Supervisor {
         if let Some(b) = r.bridge.take() {
             b.shutdown();
         }
+        drop(r.denials.take());
         match (&r.proc, child) {
             (Proc::Owned(_), Some(mut child)) => {
                 // SAFETY: the child is not reaped: its pid (group leader) is still ours.

@@ -342,10 +342,12 @@ impl Supervisor {
 
         self.failpoint("spawned");
 
+        let denials = crate::denials::watch_chat(&record.chat, record.confined, &events);
         let mut running = Running {
             record,
             events,
             bridge: Some(bridge),
+            denials,
             proc,
             tails,
             adopted: false,

@@ -162,6 +162,7 @@ impl Supervisor {
                 if let Some(b) = r.bridge.take() {
                     b.shutdown();
                 }
+                drop(r.denials.take());
                 if let Err(e) = r.events.sync() {
                     warn(format!("chat {}: {e}", r.record.chat));
                 }

@@ -205,6 +205,7 @@ impl Supervisor {
                 record,
                 events: events_log,
                 bridge: None,
+                denials: None,
                 proc: Proc::Tmux(session.clone()),
                 tails,
                 adopted: true,
@@ -225,6 +226,7 @@ impl Supervisor {
                     record,
                     events: events_log,
                     bridge: None,
+                    denials: None,
                     proc,
                     adopted: true,
                     dead_since: None,
@@ -267,11 +269,13 @@ impl Supervisor {
         }
         let line = format!("launch {} adopted (still running)", record.launch);
         let tails = self.resume_tails(&record, &h);
+        let denials = crate::denials::watch_chat(&chat, record.confined, &events_log);
         (
             SlotState::Running(Box::new(Running {
                 record,
                 events: events_log,
                 bridge: Some(bridge),
+                denials,
                 proc,
                 tails,
                 adopted: true,

@@ -27,6 +27,8 @@ pub(super) struct Running {
     pub(super) record: Record,
     pub(super) events: EventLog,
     pub(super) bridge: Option<BridgeHandle>,
+    /// On a Mac, the chat's Seatbelt denials streamed into its events (`crate::denials`).
+    pub(super) denials: Option<crate::denials::Watch>,
     pub(super) proc: Proc,
     pub(super) tails: Vec<Tail>,
     /// Taken over by this server after a restart.
