@@ -199,7 +199,10 @@ fn the_new_ways_out_are_refused() {
             "{s}"
         );
     }
-    for (op, path) in [("file-read-data", "/Users/ada/.emacs.d/server/server")] {
+    for (op, path) in [
+        ("file-read-data", "/Users/ada/.emacs.d/server/server"),
+        ("file-write-create", "/Users/ada/.emacs.d/server/planted"),
+    ] {
         let q = Query::Path {
             path: Path::new(path),
             vnode: None,
