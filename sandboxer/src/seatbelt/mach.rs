@@ -42,14 +42,7 @@ struct RawService {
 pub fn parse(text: &str, file: &str) -> Result<Vec<MachService>, DataFileError> {
     let lines = LineIndex::new(text);
     let err = |offset: Option<usize>, field: String, message: String| {
-        let (line, column) = offset.map_or((0, 0), |o| lines.line_col(o));
-        DataFileError {
-            file: file.into(),
-            line,
-            column,
-            field,
-            message,
-        }
+        DataFileError::at(file, &lines, offset, field, message)
     };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let (field, message) = toml_field_and_message(&e);
