@@ -15,6 +15,8 @@
 #     written; inside the chat's runtime (a read-write grant) `git init`, a hook and a commit
 #     work; in a repository under the home outside the grants, hooks and config cannot be
 #     written while the rest of its git folder can.
+#  4. `sysctl hw.cachelinesize` and a user lookup work (sysctls, the Mach allowlist); Docker
+#     Desktop's socket under ~/Library/Containers is refused.
 #
 # Written on Linux and NOT run there: there is no Mac in the environment this was written in.
 # On anything but macOS it says so and exits 77 (skipped). Terminal windows may open while
@@ -195,6 +197,31 @@ else
   fail "the rest of an outside git folder was refused"
 fi
 rm -rf "$outside"
+
+echo "== 4. services, sysctls and ways out, live"
+# sysctl: every name but kern.procargs* is readable (mysqld reads hw.cachelinesize).
+if "${SBX[@]}" /usr/sbin/sysctl -n hw.cachelinesize >/dev/null 2>&1; then
+  pass "sysctl hw.cachelinesize readable"
+else
+  fail "sysctl hw.cachelinesize refused"
+fi
+# Mach allowlist: user lookup (opendirectoryd) and a DNS-free Keychain listing work.
+if "${SBX[@]}" /usr/bin/id -un >/dev/null 2>&1; then
+  pass "user lookup (opendirectoryd libinfo) works"
+else
+  fail "user lookup refused: the Mach allowlist misses a service"
+fi
+# Docker Desktop's real socket (the /var/run link resolves under ~/Library/Containers).
+docker_sock="$HOME/Library/Containers/com.docker.docker/Data/docker.raw.sock"
+if [[ -S $docker_sock ]]; then
+  if "${SBX[@]}" /usr/bin/nc -U -z "$docker_sock" 2>/dev/null; then
+    fail "Docker Desktop's socket $docker_sock reachable inside the sandbox"
+  else
+    pass "Docker Desktop's socket refused"
+  fi
+else
+  echo "skip: no Docker Desktop socket at $docker_sock"
+fi
 
 if [[ $failures -gt 0 ]]; then
   echo "mac-selftest: $failures failure(s)"

@@ -16,6 +16,26 @@ pub struct DataFileError {
     pub message: String,
 }
 
+impl DataFileError {
+    /// An error at byte `offset` of the text `lines` indexes (`None`: at no place in it).
+    pub fn at(
+        file: &str,
+        lines: &LineIndex,
+        offset: Option<usize>,
+        field: String,
+        message: String,
+    ) -> DataFileError {
+        let (line, column) = offset.map_or((0, 0), |o| lines.line_col(o));
+        DataFileError {
+            file: file.into(),
+            line,
+            column,
+            field,
+            message,
+        }
+    }
+}
+
 impl fmt::Display for DataFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {

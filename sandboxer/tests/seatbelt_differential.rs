@@ -10,7 +10,8 @@
 //!     hostile policy parses to exactly the rules of the same policy spelled with benign
 //!     names, every string reading back as the path it came from.
 //! (c) Every operation the renderer emits is one the evaluator knows from real profiles.
-//! (d) Mach services, lsopen, Apple Events and file-mount are refused as designed.
+//! (d) Mach services, lsopen, Apple Events and file-mount are refused as designed (the Mach
+//!     allowlist itself: seatbelt_services.rs).
 //!
 //! Case counts: PROPTEST_CASES, default 10 000 for (a) and (b) (the CI value). In a debug
 //! build on two busy cores (a) takes about 75 s (some 2.4 million questions) and (b) 45 s.
@@ -515,6 +516,8 @@ fn filter_shape(kind: &FilterKind, map: &dyn Fn(&str) -> String) -> String {
         FilterKind::GlobalName(n) => format!("(global-name {n:?})"),
         FilterKind::GlobalNamePrefix(n) => format!("(global-name-prefix {n:?})"),
         FilterKind::GlobalNameRegex(p) => format!("(global-name-regex {:?})", p.source),
+        FilterKind::SysctlName(n) => format!("(sysctl-name {n:?})"),
+        FilterKind::SysctlNamePrefix(n) => format!("(sysctl-name-prefix {n:?})"),
         FilterKind::RemoteUnixSocket(SocketFilter::PathLiteral(p)) => {
             format!("(remote-literal {:?})", map(p))
         }
@@ -530,7 +533,7 @@ fn filter_shape(kind: &FilterKind, map: &dyn Fn(&str) -> String) -> String {
         FilterKind::RequireAll(fs) => format!("(require-all {})", all(fs)),
         FilterKind::RequireAny(fs) => format!("(require-any {})", all(fs)),
         FilterKind::RequireNot(f) => format!("(require-not {})", filter_shape(&f.kind, map)),
-        // Not modelled by the evaluator (sysctl names, IOKit classes, `local`, `remote ip`):
+        // Not modelled by the evaluator (IOKit classes, `local`, `remote ip`):
         // these carry no path, and the template writes them as constants.
         FilterKind::Opaque(_) => "(opaque)".into(),
     }
@@ -637,10 +640,12 @@ fn launcher_services_are_refused_when_blocked() {
         );
     }
     assert_eq!(lookup(&profile, "com.example.agentd"), Outcome::Deny);
+    // The allowlist's services (the read-only LaunchServices map among them, under the
+    // refused `com.apple.lsd.` prefix) stay reachable.
     for ordinary in [
         "com.apple.SecurityServer",
         "com.apple.system.opendirectoryd.libinfo",
-        "com.apple.lsd",
+        "com.apple.lsd.mapdb",
     ] {
         assert_eq!(lookup(&profile, ordinary), Outcome::Allow, "{ordinary}");
     }

@@ -210,17 +210,8 @@ impl PolicyDocument {
     pub fn from_toml(text: &str, file: &str) -> Result<PolicyDocument, DataFileError> {
         toml::from_str(text).map_err(|e| {
             let (field, message) = toml_field_and_message(&e);
-            let (line, column) = match e.span() {
-                Some(span) => LineIndex::new(text).line_col(span.start),
-                None => (0, 0),
-            };
-            DataFileError {
-                file: file.into(),
-                line,
-                column,
-                field,
-                message,
-            }
+            let lines = LineIndex::new(text);
+            DataFileError::at(file, &lines, e.span().map(|s| s.start), field, message)
         })
     }
 

@@ -224,6 +224,8 @@ impl Builder<'_> {
             "regex" => self.one_string(head, args, |s| FilterKind::Regex(Pattern::new(s)))?,
             "global-name" => self.one_string(head, args, FilterKind::GlobalName)?,
             "global-name-prefix" => self.one_string(head, args, FilterKind::GlobalNamePrefix)?,
+            "sysctl-name" => self.one_string(head, args, FilterKind::SysctlName)?,
+            "sysctl-name-prefix" => self.one_string(head, args, FilterKind::SysctlNamePrefix)?,
             "global-name-regex" => {
                 self.one_string(head, args, |s| FilterKind::GlobalNameRegex(Pattern::new(s)))?
             }

@@ -80,6 +80,7 @@ pub(super) enum Subject<'a> {
         vnode: Option<VnodeType>,
     },
     Mach(&'a str),
+    Sysctl(&'a str),
     Socket(&'a [u8]),
     Process(ProcessTarget),
     NoObject,
@@ -109,6 +110,10 @@ impl<'a> Subject<'a> {
                 return Err("the Mach service name is empty or has a NUL".into());
             }
             Query::MachName(name) => Subject::Mach(name),
+            Query::Sysctl(name) if name.is_empty() || name.contains('\0') => {
+                return Err("the sysctl name is empty or has a NUL".into());
+            }
+            Query::Sysctl(name) => Subject::Sysctl(name),
             Query::Process(target) => Subject::Process(target),
             Query::NoObject => Subject::NoObject,
         })
@@ -118,6 +123,7 @@ impl<'a> Subject<'a> {
         match self {
             Subject::Path { .. } => QueryKind::Path.as_str(),
             Subject::Mach(_) => QueryKind::MachName.as_str(),
+            Subject::Sysctl(_) => QueryKind::Sysctl.as_str(),
             Subject::Socket(_) => QueryKind::UnixSocket.as_str(),
             Subject::Process(_) => QueryKind::Process.as_str(),
             Subject::NoObject => QueryKind::NoObject.as_str(),
@@ -160,6 +166,10 @@ pub(super) fn filter_matches(filter: &Filter, subject: &Subject) -> Match {
         }
         (FilterKind::GlobalNameRegex(p), Subject::Mach(name)) => {
             regex_matches(p, name.as_bytes()).unwrap_or_else(unknown)
+        }
+        (FilterKind::SysctlName(n), Subject::Sysctl(name)) => Match::of(name == n),
+        (FilterKind::SysctlNamePrefix(n), Subject::Sysctl(name)) => {
+            Match::of(name.starts_with(n.as_str()))
         }
         (FilterKind::RemoteUnixSocket(sf), Subject::Socket(bytes)) => match sf {
             SocketFilter::PathLiteral(p) => path_argument(p, |p| *bytes == p),

@@ -55,6 +55,8 @@ pub const KNOWN_OPERATIONS: &[&str] = &[
     "ipc-posix-shm",
     "ipc-posix-shm*",
     "ipc-posix-shm-read-data",
+    "ipc-sysv-sem",
+    "ipc-sysv-shm",
     // System.
     "sysctl-read",
     "sysctl-write",
@@ -104,6 +106,8 @@ pub enum QueryKind {
     MachName,
     /// The path of a Unix socket being connected to: `network-outbound`.
     UnixSocket,
+    /// A sysctl name: `sysctl-read`, `sysctl-write`.
+    Sysctl,
     /// The process a signal or a process-info request goes to.
     Process,
     /// Nothing the evaluator models: only unfiltered rules decide.
@@ -116,6 +120,7 @@ impl QueryKind {
             QueryKind::Path => "a file path",
             QueryKind::MachName => "a Mach service name",
             QueryKind::UnixSocket => "a Unix socket path",
+            QueryKind::Sysctl => "a sysctl name",
             QueryKind::Process => "a target process",
             QueryKind::NoObject => "no object",
         }
@@ -133,6 +138,8 @@ pub fn query_kind(op: &str) -> Option<QueryKind> {
         QueryKind::MachName
     } else if op == "network-outbound" {
         QueryKind::UnixSocket
+    } else if matches!(op, "sysctl-read" | "sysctl-write") {
+        QueryKind::Sysctl
     } else if op == "signal" || op.starts_with("process-info") {
         QueryKind::Process
     } else {
@@ -263,6 +270,7 @@ mod tests {
         assert_eq!(query_kind("mach-lookup"), Some(QueryKind::MachName));
         assert_eq!(query_kind("network-outbound"), Some(QueryKind::UnixSocket));
         assert_eq!(query_kind("signal"), Some(QueryKind::Process));
+        assert_eq!(query_kind("sysctl-read"), Some(QueryKind::Sysctl));
         assert_eq!(query_kind("process-fork"), Some(QueryKind::NoObject));
         assert_eq!(query_kind("file-frobnicate"), None);
         assert_eq!(leaves("file*"), None);

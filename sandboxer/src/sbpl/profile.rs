@@ -107,6 +107,9 @@ pub enum FilterKind {
     GlobalName(String),
     GlobalNamePrefix(String),
     GlobalNameRegex(Pattern),
+    /// `(sysctl-name N)`, `(sysctl-name-prefix N)`: the sysctl's name, equal or starting with.
+    SysctlName(String),
+    SysctlNamePrefix(String),
     /// `(remote unix-socket …)`.
     RemoteUnixSocket(SocketFilter),
     /// `(target self)` / `(target same-sandbox)`.
@@ -280,6 +283,8 @@ impl Filter {
             | FilterKind::VnodeType(_)
             | FilterKind::GlobalName(_)
             | FilterKind::GlobalNamePrefix(_)
+            | FilterKind::SysctlName(_)
+            | FilterKind::SysctlNamePrefix(_)
             | FilterKind::Target(_)
             | FilterKind::IpEndpoint => None,
         };

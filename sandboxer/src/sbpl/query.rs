@@ -17,6 +17,8 @@ pub enum Query<'a> {
     },
     /// A global Mach service name: `mach-lookup`, `mach-register`.
     MachName(&'a str),
+    /// A sysctl name (`hw.cachelinesize`): `sysctl-read`, `sysctl-write`.
+    Sysctl(&'a str),
     /// The Unix socket being connected to: `network-outbound`.
     UnixSocket(&'a Path),
     /// The process a signal or process-info request goes to.
@@ -30,6 +32,7 @@ impl Query<'_> {
         match self {
             Query::Path { .. } => QueryKind::Path,
             Query::MachName(_) => QueryKind::MachName,
+            Query::Sysctl(_) => QueryKind::Sysctl,
             Query::UnixSocket(_) => QueryKind::UnixSocket,
             Query::Process(_) => QueryKind::Process,
             Query::NoObject => QueryKind::NoObject,

@@ -15,6 +15,7 @@ pub mod escape;
 mod filters;
 mod guard;
 mod layout;
+pub mod mach;
 pub mod spelled;
 
 use std::borrow::Cow;
@@ -326,8 +327,13 @@ struct ProfileData {
     guard_unlink: String,
     launcher_exec: Vec<String>,
     launcher_folders: Vec<String>,
+    /// Mach services looked up by name (`global-name`): the allowlist minus what the policy
+    /// refuses, plus the launcher services when launchers are allowed.
     mach_names: Vec<String>,
+    /// Mach name prefixes (`global-name-prefix`): the launcher prefixes when allowed.
     mach_prefixes: Vec<String>,
+    /// Names the policy refuses, which a prefix above could otherwise match.
+    mach_denied: Vec<String>,
 }
 
 /// The literal for a path already checked by [`check_literals`].
@@ -360,6 +366,49 @@ fn name_literal(what: &'static str, name: &str) -> Result<String, RenderError> {
         origin: name.to_string(),
         source,
     })
+}
+
+/// The Mach names and prefixes the profile allows, as literals, sorted: the allowlist minus
+/// the names the policy refuses (`[macos] deny_mach_services`) and, when blocked, the
+/// launcher services; when launchers are allowed, the launcher services and prefixes too.
+fn mach_lookups(policy: &Policy) -> Result<MachLookups, RenderError> {
+    let launchers = &policy.launchers;
+    let refused = |name: &str| {
+        policy.macos.deny_mach_services.iter().any(|d| d == name)
+            || (launchers.block && launchers.mach_services.iter().any(|m| m.name == name))
+    };
+    let mut names = Vec::new();
+    for s in mach::embedded().iter().filter(|s| !refused(&s.name)) {
+        names.push(name_literal("profiles/macos/mach-services.toml", &s.name)?);
+    }
+    let mut prefixes = Vec::new();
+    if !launchers.block {
+        for m in launchers.mach_services.iter().filter(|m| !refused(&m.name)) {
+            names.push(name_literal("launcher Mach service", &m.name)?);
+        }
+        for m in &launchers.mach_prefixes {
+            prefixes.push(name_literal("launcher Mach service prefix", &m.name)?);
+        }
+    }
+    let mut denied = Vec::new();
+    for d in &policy.macos.deny_mach_services {
+        denied.push(name_literal("macos.deny_mach_services", d)?);
+    }
+    for list in [&mut names, &mut prefixes, &mut denied] {
+        list.sort();
+        list.dedup();
+    }
+    Ok(MachLookups {
+        names,
+        prefixes,
+        denied,
+    })
+}
+
+struct MachLookups {
+    names: Vec<String>,
+    prefixes: Vec<String>,
+    denied: Vec<String>,
 }
 
 #[derive(Default)]
@@ -409,23 +458,7 @@ impl ProfileData {
         let mut traverse = Alternatives::default();
         traverse.literals(&lits(&layout.traverse)?);
         let guard = GuardFilters::new(policy)?;
-        let mut mach_names: Vec<String> = Vec::new();
-        let mut mach_prefixes: Vec<String> = Vec::new();
-        if blocked {
-            for m in &policy.launchers.mach_services {
-                mach_names.push(name_literal("launcher Mach service", &m.name)?);
-            }
-            for m in &policy.launchers.mach_prefixes {
-                mach_prefixes.push(name_literal("launcher Mach service prefix", &m.name)?);
-            }
-        }
-        for name in &policy.macos.deny_mach_services {
-            mach_names.push(name_literal("macos.deny_mach_services", name)?);
-        }
-        mach_names.sort();
-        mach_names.dedup();
-        mach_prefixes.sort();
-        mach_prefixes.dedup();
+        let mach = mach_lookups(policy)?;
         Ok(ProfileData {
             base: match policy.base {
                 Base::Open => "open",
@@ -444,8 +477,9 @@ impl ProfileData {
             guard_unlink: guard.unlink,
             launcher_exec: lits(&layout.launcher_exec)?,
             launcher_folders: lits(&layout.launcher_folders)?,
-            mach_names,
-            mach_prefixes,
+            mach_names: mach.names,
+            mach_prefixes: mach.prefixes,
+            mach_denied: mach.denied,
         })
     }
 }

@@ -132,6 +132,12 @@ fn explain_profile(file: &Path, args: &ExplainArgs) -> Result<Answer> {
                 .with_context(|| format!("the Mach service name {name:?} is not UTF-8"))?;
             profile.evaluate(op, &Query::MachName(name))
         }
+        (QueryKind::Sysctl, Some(name)) => {
+            let name = name
+                .to_str()
+                .with_context(|| format!("the sysctl name {name:?} is not UTF-8"))?;
+            profile.evaluate(op, &Query::Sysctl(name))
+        }
         (QueryKind::Process, Some(word)) => {
             let target = word
                 .to_str()

@@ -1,0 +1,179 @@
+//! The Mach services a confined process may look up (`profiles/macos/mach-services.toml`,
+//! embedded): an allowlist, since some services run code outside the caller's sandbox on its
+//! behalf (Foundation's UserScriptService, Automator's runner, the Shortcuts daemon,
+//! CoreSimulator, the login-items list, the window server, the Dock) and a list of refusals
+//! can never name them all. Each entry cites a working public profile that allows it.
+
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::escape::string_literal;
+use crate::located::{DataFileError, LineIndex, toml_field_and_message};
+
+/// The embedded list.
+pub const MACH_SERVICES_TOML: &str = include_str!("../../../profiles/macos/mach-services.toml");
+
+/// One allowed service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachService {
+    /// The global name, as `(global-name NAME)` matches it.
+    pub name: String,
+    pub why: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    version: Spanned<i64>,
+    #[serde(default)]
+    service: Vec<RawService>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawService {
+    name: Spanned<String>,
+    why: Spanned<String>,
+}
+
+/// Reads an allowlist; errors name `file`, the line and the field (`service[3].name`).
+pub fn parse(text: &str, file: &str) -> Result<Vec<MachService>, DataFileError> {
+    let lines = LineIndex::new(text);
+    let err = |offset: Option<usize>, field: String, message: String| {
+        DataFileError::at(file, &lines, offset, field, message)
+    };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let (field, message) = toml_field_and_message(&e);
+        err(e.span().map(|s| s.start), field, message)
+    })?;
+    if *raw.version.get_ref() != 1 {
+        return Err(err(
+            Some(raw.version.span().start),
+            "version".into(),
+            format!(
+                "unsupported Mach services list version {}; this sandboxer reads version 1",
+                raw.version.get_ref()
+            ),
+        ));
+    }
+    let mut out: Vec<MachService> = Vec::with_capacity(raw.service.len());
+    for (i, s) in raw.service.iter().enumerate() {
+        let at = Some(s.name.span().start);
+        let name = s.name.get_ref();
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(err(
+                at,
+                format!("service[{i}].name"),
+                format!("{name:?} is not a Mach service name"),
+            ));
+        }
+        if let Err(e) = string_literal(name) {
+            return Err(err(at, format!("service[{i}].name"), e.to_string()));
+        }
+        if out.iter().any(|o| o.name == *name) {
+            return Err(err(
+                at,
+                format!("service[{i}].name"),
+                format!("{name:?} is listed twice"),
+            ));
+        }
+        if s.why.get_ref().trim().is_empty() {
+            return Err(err(
+                Some(s.why.span().start),
+                format!("service[{i}].why"),
+                "say why the service is needed and which working profile allows it".into(),
+            ));
+        }
+        out.push(MachService {
+            name: name.clone(),
+            why: s.why.get_ref().clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// The embedded list (parsed once per process).
+pub fn embedded() -> &'static [MachService] {
+    static LIST: OnceLock<Vec<MachService>> = OnceLock::new();
+    LIST.get_or_init(|| {
+        parse(MACH_SERVICES_TOML, "(embedded macos/mach-services.toml)")
+            .expect("profiles/macos/mach-services.toml is valid (checked by a unit test)")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::LauncherSet;
+    use crate::target::Target;
+
+    #[test]
+    fn the_embedded_list_loads_and_cites_a_profile() {
+        let list = embedded();
+        assert!(
+            list.iter()
+                .any(|s| s.name == "com.apple.system.opendirectoryd.libinfo")
+        );
+        for s in list {
+            assert!(
+                ["codex", "srt", "gemini", "chromium"]
+                    .iter()
+                    .any(|src| s.why.contains(src)),
+                "{} cites no working profile",
+                s.name
+            );
+        }
+    }
+
+    /// A launcher service is never on the allowlist; the only name under a launcher prefix is
+    /// the read-only LaunchServices map.
+    #[test]
+    fn no_launcher_is_allowed() {
+        let launchers = LauncherSet::embedded(Target::Macos);
+        for s in embedded() {
+            assert!(
+                !launchers.mach_services.iter().any(|m| m.name == s.name),
+                "{}",
+                s.name
+            );
+            if launchers
+                .mach_prefixes
+                .iter()
+                .any(|p| s.name.starts_with(&p.name))
+            {
+                assert_eq!(s.name, "com.apple.lsd.mapdb");
+            }
+        }
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let e = parse(
+            "version = 1\n[[service]]\nname = \"a b\"\nwhy = \"x\"\n",
+            "m.toml",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "service[0].name"), "{e}");
+        assert!(e.to_string().starts_with("m.toml:3:"), "{e}");
+        let e = parse(
+            "version = 1\n[[service]]\nname = \"a\"\nwhy = \"x\"\n[[service]]\nname = \"a\"\nwhy = \"y\"\n",
+            "m.toml",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (6, "service[1].name"), "{e}");
+        let e = parse(
+            "version = 1\n[[service]]\nname = \"a\"\nwhy = \" \"\n",
+            "m.toml",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (4, "service[0].why"), "{e}");
+        let e = parse("version = 1\n[[service]]\nname = \"a\"\n", "m.toml").unwrap_err();
+        assert_eq!(e.field, "why", "{e}");
+        let e = parse("version = 2\n", "m.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (1, "version"), "{e}");
+        let e = parse("version = 1\n[[service]]\nnom = \"a\"\n", "m.toml").unwrap_err();
+        assert_eq!(e.field, "nom", "{e}");
+    }
+}
