@@ -21,6 +21,7 @@ use dispatcher::server::tmux;
 use dispatcher::state::{ChatSettings, StateRoot};
 use sandboxer::Target;
 
+mod endpoint_args;
 mod server_commands;
 
 const AFTER_HELP: &str = "\
@@ -212,6 +213,8 @@ struct LaunchArgs {
     /// Compute the launch for another OS (with --dry-run).
     #[arg(long, value_enum)]
     target_os: Option<TargetOs>,
+    #[command(flatten)]
+    endpoint: endpoint_args::EndpointArgs,
     /// Arguments passed to the CLI after the adapter's.
     #[arg(last = true)]
     cli_args: Vec<String>,
@@ -483,6 +486,7 @@ fn request(
         target,
         home,
         cli_args: Vec::new(),
+        model_endpoint: None,
     })
 }
 
@@ -509,6 +513,7 @@ fn launch_cmd(
     req.headless = args.headless;
     req.cwd = args.cwd.clone();
     req.cli_args = args.cli_args.clone();
+    req.model_endpoint = args.endpoint.endpoint()?;
     let planned = launch::prepare(&state, &adapter, &req, Decide::ThisMachine)?;
     let launch = planned.launch();
     let files = planned.files(&req.home)?;
@@ -559,6 +564,13 @@ fn print_launch(l: &launch::Launch) {
         println!("profile:  {}", p.display());
     }
     println!("cwd:      {}", l.cwd.display());
+    if let Some(ep) = &l.model_endpoint {
+        println!(
+            "model:    {} at {}",
+            ep.model.as_deref().unwrap_or("(the adapter's default)"),
+            ep.url
+        );
+    }
     println!("argv:     {}", shell_words(&l.argv));
     for (k, v) in &l.env_set {
         println!("env:      {k}={v}");

@@ -85,6 +85,8 @@ pub struct LaunchArgs {
     pub tmux: bool,
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub endpoint: crate::endpoint_args::EndpointArgs,
     /// Arguments passed to the CLI after the adapter's.
     #[arg(last = true)]
     pub cli_args: Vec<String>,
@@ -179,6 +181,11 @@ pub fn chats(state: &StateRoot, cmd: ChatsCmd) -> Result<ExitCode> {
                 "mode": a.mode,
                 "supervision": if a.tmux { "tmux" } else { "structured" },
                 "cli_args": a.cli_args,
+                "model_endpoint": a.endpoint.endpoint()?.map(|e| json!({
+                    "url": e.url,
+                    "key": e.key,
+                    "model": e.model,
+                })),
             });
             let v = client.call("POST", "/v1/chats/launch", Some(&body))?.ok()?;
             if a.json {

@@ -76,6 +76,7 @@ impl World {
             target,
             home: PathBuf::from(HOME),
             cli_args: cli_args.iter().map(|s| s.to_string()).collect(),
+            model_endpoint: None,
         };
         let tools = Tools {
             cli_binary: PathBuf::from(format!("/opt/clis/bin/{}", adapter.binary)),
@@ -660,6 +661,7 @@ fn without_a_sandbox_only_sound_bridge_only_runs() {
         target: Target::Linux,
         home: PathBuf::from(HOME),
         cli_args: vec![],
+        model_endpoint: None,
     };
     let tools = Tools {
         cli_binary: "/opt/clis/bin/opencode".into(),
@@ -706,6 +708,7 @@ fn without_a_sandbox_a_cli_runs_only_from_files_every_confined_launch_guarded() 
         target: Target::Linux,
         home: PathBuf::from(HOME),
         cli_args: vec![],
+        model_endpoint: None,
     };
     let claude = adapter::find(&all, "claude").unwrap();
     let unconfined = || {

@@ -60,7 +60,22 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ),
     ("bridge_socket", "this chat's bridge socket in the runtime"),
     ("chat", "the chat id"),
+    (
+        "model_url",
+        "in `model_endpoint` only: the endpoint's base URL, as given",
+    ),
+    (
+        "model_key",
+        "in `model_endpoint` only: the key sent to it (a dummy unless one is given)",
+    ),
+    (
+        "model_name",
+        "in `model_endpoint` only: the model asked for (`model_endpoint.model` unless given)",
+    ),
 ];
+
+/// The placeholders that only mean something when a launch names a model endpoint.
+pub const ENDPOINT_VARIABLES: &[&str] = &["model_url", "model_key", "model_name"];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}:{column}: {field}: {message}")]
@@ -211,6 +226,36 @@ pub struct PlatformOverride {
     pub env: BTreeMap<String, Spanned<String>>,
 }
 
+/// How the CLI is pointed at a model endpoint of the launch's choosing (a local gateway, the
+/// scripted model of the tests): what is added to its environment, its arguments and its
+/// config files when a launch names one. docs/clis.md, "Model endpoints".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEndpointSpec {
+    /// The wire API the CLI speaks to it: `anthropic-messages`, `openai-responses`,
+    /// `openai-chat` or `gemini`.
+    pub wire: Spanned<String>,
+    /// The model asked for when the launch names none (`{model_name}`).
+    pub model: Spanned<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Spanned<String>>,
+    /// Added after the mode's arguments.
+    #[serde(default)]
+    pub args: Vec<Spanned<String>>,
+    /// Written into the config home as `config_home.files` are; a file of the same path and
+    /// format there gets these tables merged over its own (key by key, these win).
+    #[serde(default)]
+    pub files: Vec<FileSpec>,
+}
+
+/// The wire APIs a model endpoint can speak.
+pub const WIRES: &[&str] = &[
+    "anthropic-messages",
+    "openai-responses",
+    "openai-chat",
+    "gemini",
+];
+
 /// A loaded, validated adapter.
 #[derive(Debug, Clone)]
 pub struct Adapter {
@@ -234,6 +279,8 @@ pub struct Adapter {
     /// Variables whose presence (non-empty) shows a login, besides the `config_home.login`
     /// files (`dispatcher test cli-sandbox-contract` asks the model only when logged in).
     pub login_env: Option<Spanned<Vec<String>>>,
+    /// How to point it at a model endpoint, when it can be.
+    pub model_endpoint: Option<ModelEndpointSpec>,
     /// Where it was loaded from, for messages.
     pub source: String,
 }
@@ -375,7 +422,7 @@ fn is_executable(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use parse::check_template;
+    use parse::{Scope, check_template};
 
     #[test]
     fn every_embedded_adapter_loads() {
@@ -390,14 +437,18 @@ mod tests {
         assert_eq!(v.expand("{home}/x{{y}}").unwrap(), "/h/x{y}");
         assert!(v.expand("{runtime}").is_err());
         assert!(
-            check_template("{nope}", false)
+            check_template("{nope}", Scope::Plain)
                 .unwrap_err()
                 .contains("unknown placeholder")
         );
-        assert!(check_template("{dir}", false).is_err());
-        assert!(check_template("{dir}", true).is_ok());
-        assert!(check_template("{home", false).is_err());
-        assert!(check_template("home}", false).is_err());
+        assert!(check_template("{dir}", Scope::Plain).is_err());
+        assert!(check_template("{dir}", Scope::ExtraDir).is_ok());
+        assert!(check_template("{model_url}", Scope::Plain).is_err());
+        assert!(check_template("{model_url}", Scope::ExtraDir).is_err());
+        assert!(check_template("{model_url}/v1", Scope::Endpoint).is_ok());
+        assert!(check_template("{dir}", Scope::Endpoint).is_err());
+        assert!(check_template("{home", Scope::Plain).is_err());
+        assert!(check_template("home}", Scope::Plain).is_err());
     }
 
     fn minimal(extra: &str) -> String {

@@ -10,7 +10,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
-    Adapter, AdapterError, Args, ConfigHome, FileBase, FileFormat, PlatformOverride, VARIABLES,
+    Adapter, AdapterError, Args, ConfigHome, ENDPOINT_VARIABLES, FileBase, FileFormat, FileSpec,
+    ModelEndpointSpec, PlatformOverride, VARIABLES, WIRES,
 };
 use crate::modes::Mode;
 
@@ -52,6 +53,8 @@ struct RawAdapter {
     /// reads), besides the `config_home.login` files.
     #[serde(default)]
     login_env: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    model_endpoint: Option<ModelEndpointSpec>,
 }
 
 fn default_version_args() -> Vec<String> {
@@ -126,6 +129,7 @@ impl Adapter {
             bridge_only_how: raw.bridge_only_how,
             bridge_only_needs_sandbox: raw.bridge_only_needs_sandbox,
             login_env: raw.login_env,
+            model_endpoint: raw.model_endpoint,
             source: file.to_string(),
         };
         adapter.validate(&cx)?;
@@ -147,10 +151,9 @@ impl Adapter {
                 "the adapter supports bridge-only mode but says no flags for it",
             ));
         }
-        let check =
-            |s: &Spanned<String>, field: &str, allow_dir: bool| -> Result<(), AdapterError> {
-                check_template(s.get_ref(), allow_dir).map_err(|m| cx.error(s.span(), field, m))
-            };
+        let check = |s: &Spanned<String>, field: &str, scope: Scope| -> Result<(), AdapterError> {
+            check_template(s.get_ref(), scope).map_err(|m| cx.error(s.span(), field, m))
+        };
         for (section, args) in [
             ("args", &self.args),
             ("macos.args", &self.macos.args),
@@ -158,7 +161,12 @@ impl Adapter {
         ] {
             for (key, list) in args.all() {
                 for (i, s) in list.iter().enumerate() {
-                    check(s, &format!("{section}.{key}[{i}]"), key == "extra_dir")?;
+                    let scope = if key == "extra_dir" {
+                        Scope::ExtraDir
+                    } else {
+                        Scope::Plain
+                    };
+                    check(s, &format!("{section}.{key}[{i}]"), scope)?;
                 }
             }
         }
@@ -176,7 +184,7 @@ impl Adapter {
                         format!("{k:?} is not an environment variable name"),
                     ));
                 }
-                check(v, &format!("{section}.{k}"), false)?;
+                check(v, &format!("{section}.{k}"), Scope::Plain)?;
             }
         }
         if let Some(var) = &self.config_home.env
@@ -189,63 +197,13 @@ impl Adapter {
             ));
         }
         if self.config_home.value.span() != (0..0) {
-            check(&self.config_home.value, "config_home.value", false)?;
+            check(&self.config_home.value, "config_home.value", Scope::Plain)?;
         }
         for (i, f) in self.config_home.files.iter().enumerate() {
-            let field = format!("config_home.files[{i}]");
-            check_relative(f.path.get_ref())
-                .map_err(|m| cx.error(f.path.span(), &format!("{field}.path"), m))?;
-            check(&f.path, &format!("{field}.path"), false)?;
-            if let Some(modes) = &f.modes {
-                let words = modes.get_ref();
-                if words.is_empty() {
-                    return Err(cx.error(
-                        modes.span(),
-                        &format!("{field}.modes"),
-                        "a file is written in at least one mode (omit modes for every mode)",
-                    ));
-                }
-                for w in words {
-                    match Mode::parse(w) {
-                        Some(m) if m != Mode::Auto && self.modes.contains(&m) => {}
-                        _ => {
-                            let supported: Vec<_> = self.modes.iter().map(|m| m.as_str()).collect();
-                            return Err(cx.error(
-                                modes.span(),
-                                &format!("{field}.modes"),
-                                format!(
-                                    "{w:?} is not a mode of this adapter; expected one of: {}",
-                                    supported.join(", ")
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-            match (f.format, &f.content) {
-                (FileFormat::Text, toml::Value::String(s)) => {
-                    check_template(s, false)
-                        .map_err(|m| cx.error(f.path.span(), &format!("{field}.content"), m))?;
-                }
-                (FileFormat::Json | FileFormat::Toml, toml::Value::Table(_)) => {
-                    check_value(&f.content, &format!("{field}.content"))
-                        .map_err(|(fld, m)| cx.error(f.path.span(), &fld, m))?;
-                }
-                (format, _) => {
-                    return Err(cx.error(
-                        f.path.span(),
-                        &format!("{field}.content"),
-                        format!(
-                            "a {format:?} file needs {} content",
-                            if format == FileFormat::Text {
-                                "string"
-                            } else {
-                                "table"
-                            }
-                        ),
-                    ));
-                }
-            }
+            self.check_file(cx, f, &format!("config_home.files[{i}]"), Scope::Plain)?;
+        }
+        if let Some(ep) = &self.model_endpoint {
+            self.check_endpoint(cx, ep)?;
         }
         for mode in &self.modes {
             let mut seen: Vec<(FileBase, &str)> = Vec::new();
@@ -282,7 +240,7 @@ impl Adapter {
             let field = format!("config_home.login[{i}]");
             match (&l.from, &l.keychain) {
                 (Some(from), None) => {
-                    check(from, &format!("{field}.from"), false)?;
+                    check(from, &format!("{field}.from"), Scope::Plain)?;
                     if !from.get_ref().starts_with("{home}/") {
                         return Err(cx.error(from.span(), &format!("{field}.from"), "a login file is carried over from the person's home: start it with \"{home}/\""));
                     }
@@ -307,6 +265,119 @@ impl Adapter {
             }
             check_relative(l.to.get_ref())
                 .map_err(|m| cx.error(l.to.span(), &format!("{field}.to"), m))?;
+        }
+        Ok(())
+    }
+
+    /// Checks one prepared file (`field` names it), its templates as allowed in `scope`.
+    fn check_file(
+        &self,
+        cx: &Cx,
+        f: &FileSpec,
+        field: &str,
+        scope: Scope,
+    ) -> Result<(), AdapterError> {
+        check_relative(f.path.get_ref())
+            .map_err(|m| cx.error(f.path.span(), &format!("{field}.path"), m))?;
+        check_template(f.path.get_ref(), scope)
+            .map_err(|m| cx.error(f.path.span(), &format!("{field}.path"), m))?;
+        if let Some(modes) = &f.modes {
+            let words = modes.get_ref();
+            if words.is_empty() {
+                return Err(cx.error(
+                    modes.span(),
+                    &format!("{field}.modes"),
+                    "a file is written in at least one mode (omit modes for every mode)",
+                ));
+            }
+            for w in words {
+                match Mode::parse(w) {
+                    Some(m) if m != Mode::Auto && self.modes.contains(&m) => {}
+                    _ => {
+                        let supported: Vec<_> = self.modes.iter().map(|m| m.as_str()).collect();
+                        return Err(cx.error(
+                            modes.span(),
+                            &format!("{field}.modes"),
+                            format!(
+                                "{w:?} is not a mode of this adapter; expected one of: {}",
+                                supported.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        match (f.format, &f.content) {
+            (FileFormat::Text, toml::Value::String(s)) => {
+                check_template(s, scope)
+                    .map_err(|m| cx.error(f.path.span(), &format!("{field}.content"), m))?;
+            }
+            (FileFormat::Json | FileFormat::Toml, toml::Value::Table(_)) => {
+                check_value(&f.content, &format!("{field}.content"), scope)
+                    .map_err(|(fld, m)| cx.error(f.path.span(), &fld, m))?;
+            }
+            (format, _) => {
+                return Err(cx.error(
+                    f.path.span(),
+                    &format!("{field}.content"),
+                    format!(
+                        "a {format:?} file needs {} content",
+                        if format == FileFormat::Text {
+                            "string"
+                        } else {
+                            "table"
+                        }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_endpoint(&self, cx: &Cx, ep: &ModelEndpointSpec) -> Result<(), AdapterError> {
+        if !WIRES.contains(&ep.wire.get_ref().as_str()) {
+            return Err(cx.error(
+                ep.wire.span(),
+                "model_endpoint.wire",
+                format!(
+                    "{:?} is not a wire API; expected one of: {}",
+                    ep.wire.get_ref(),
+                    WIRES.join(", ")
+                ),
+            ));
+        }
+        if ep.model.get_ref().is_empty() || ep.model.get_ref().chars().any(char::is_control) {
+            return Err(cx.error(
+                ep.model.span(),
+                "model_endpoint.model",
+                "a model name: not empty, no control characters",
+            ));
+        }
+        for (k, v) in &ep.env {
+            if !valid_env_name(k) {
+                return Err(cx.error(
+                    v.span(),
+                    &format!("model_endpoint.env.{k}"),
+                    format!("{k:?} is not an environment variable name"),
+                ));
+            }
+            check_template(v.get_ref(), Scope::Endpoint)
+                .map_err(|m| cx.error(v.span(), &format!("model_endpoint.env.{k}"), m))?;
+        }
+        for (i, a) in ep.args.iter().enumerate() {
+            check_template(a.get_ref(), Scope::Endpoint)
+                .map_err(|m| cx.error(a.span(), &format!("model_endpoint.args[{i}]"), m))?;
+        }
+        for (i, f) in ep.files.iter().enumerate() {
+            let field = format!("model_endpoint.files[{i}]");
+            if f.modes.is_some() {
+                return Err(cx.error(
+                    f.path.span(),
+                    &format!("{field}.modes"),
+                    "an endpoint's file is written in every mode the launch has",
+                ));
+            }
+            self.check_file(cx, f, &field, Scope::Endpoint)?;
         }
         Ok(())
     }
@@ -354,37 +425,53 @@ fn check_relative(p: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_value(v: &toml::Value, field: &str) -> Result<(), (String, String)> {
+fn check_value(v: &toml::Value, field: &str, scope: Scope) -> Result<(), (String, String)> {
     match v {
-        toml::Value::String(s) => check_template(s, false).map_err(|m| (field.to_string(), m)),
+        toml::Value::String(s) => check_template(s, scope).map_err(|m| (field.to_string(), m)),
         toml::Value::Array(a) => a
             .iter()
             .enumerate()
-            .try_for_each(|(i, x)| check_value(x, &format!("{field}[{i}]"))),
+            .try_for_each(|(i, x)| check_value(x, &format!("{field}[{i}]"), scope)),
         toml::Value::Table(t) => t.iter().try_for_each(|(k, x)| {
             let f = format!("{field}.{k:?}");
-            check_template(k, false).map_err(|m| (f.clone(), m))?;
-            check_value(x, &f)
+            check_template(k, scope).map_err(|m| (f.clone(), m))?;
+            check_value(x, &f, scope)
         }),
         _ => Ok(()),
     }
 }
 
-/// Checks a template against [`VARIABLES`] (`{dir}` only where `allow_dir`).
-pub(super) fn check_template(t: &str, allow_dir: bool) -> Result<(), String> {
-    let known =
-        |name: &str| VARIABLES.iter().any(|(v, _)| *v == name) && (allow_dir || name != "dir");
+/// Where a template is, for the placeholders that mean something only in some places.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scope {
+    /// Anywhere: every placeholder but `{dir}` and the model endpoint's.
+    Plain,
+    /// `args.extra_dir`: also `{dir}`.
+    ExtraDir,
+    /// `model_endpoint`: also `{model_url}`, `{model_key}`, `{model_name}`.
+    Endpoint,
+}
+
+/// Checks a template against [`VARIABLES`], as allowed in `scope`.
+pub(super) fn check_template(t: &str, scope: Scope) -> Result<(), String> {
+    let known = |name: &str| {
+        VARIABLES.iter().any(|(v, _)| *v == name)
+            && (scope == Scope::ExtraDir || name != "dir")
+            && (scope == Scope::Endpoint || !ENDPOINT_VARIABLES.contains(&name))
+    };
     match Template::parse(t).and_then(|t| t.known_by(known)) {
         Ok(_) => Ok(()),
         Err(TemplateError::Unknown { name }) => {
             let names: Vec<_> = VARIABLES.iter().map(|(v, _)| *v).collect();
+            let only = if name == "dir" {
+                " (only in args.extra_dir)"
+            } else if ENDPOINT_VARIABLES.contains(&name.as_str()) {
+                " (only in model_endpoint)"
+            } else {
+                ""
+            };
             Err(format!(
-                "unknown placeholder {{{name}}}{}; known: {}",
-                if name == "dir" {
-                    " (only in args.extra_dir)"
-                } else {
-                    ""
-                },
+                "unknown placeholder {{{name}}}{only}; known: {}",
                 names.join(", ")
             ))
         }

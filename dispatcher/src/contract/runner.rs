@@ -139,6 +139,7 @@ impl Runner<'_> {
             target,
             home: self.layout.home.clone(),
             cli_args,
+            model_endpoint: None,
         };
         launch::prepare(&self.layout.state, a, &req, Decide::ThisMachine).map_err(|e| e.to_string())
     }

@@ -5,6 +5,7 @@
 //! request.rs   what to launch (LaunchRequest) and the tools on this machine that run it
 //! confine.rs   the confinement decision: can this machine enforce the policy, which mode,
 //!              the wrapper a confined launch runs in
+//! endpoint.rs  a model endpoint of the launch's choosing, applied from the adapter's data
 //! plan.rs      the launch as data: policy, mode, argv, environment, files (nothing written)
 //! resolve.rs   a Mac's profile, its policy resolved for the Mac user
 //! files.rs     its files (and a Mac's profile) written into the runtime, symlinks refused
@@ -29,6 +30,7 @@ mod attached;
 mod bridge;
 mod confine;
 mod ending;
+mod endpoint;
 mod error;
 mod files;
 mod keychain;
@@ -44,6 +46,7 @@ pub use attached::run_attached;
 pub use bridge::serve_bridge;
 pub use confine::{Confinement, Decide, Resolved, confinement, decide_mode, wrapper_argv};
 pub use ending::{exit_code, of_status};
+pub use endpoint::{DUMMY_KEY, ModelEndpoint};
 pub use error::LaunchError;
 pub use files::{LaunchFiles, ensure_real_dir, seatbelt_profile};
 pub use ledger::{Ledger, LedgerError, Unprotected};

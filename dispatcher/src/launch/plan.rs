@@ -9,6 +9,7 @@ use sandboxer::Target;
 use serde::Serialize;
 
 use super::confine::{Confinement, decide_mode, wrapper_argv};
+use super::endpoint;
 use super::error::LaunchError;
 use super::ledger::Ledger;
 use super::request::{LaunchRequest, Tools};
@@ -68,6 +69,8 @@ pub struct Launch {
     pub profile_path: Option<PathBuf>,
     /// Whether the CLI runs inside the sandbox (always, where one works).
     pub confined: bool,
+    /// Where the CLI sends its model requests, when the launch chose (its key is not kept).
+    pub model_endpoint: Option<super::ModelEndpoint>,
     /// The command actually run: the confinement wrapper, then the CLI. (A foreground launch
     /// on Linux applies the same confinement in-process instead of starting the wrapper.)
     pub argv: Vec<String>,
@@ -179,6 +182,14 @@ pub fn plan(
     let prompt_note = prompt_note_text(&vars, &attached_list, mode.mode, grants.autorun_guard)
         .map_err(LaunchError::Adapter)?;
     vars.0.insert("prompt_note", prompt_note.clone());
+    let endpoint_spec = match &req.model_endpoint {
+        Some(ep) => {
+            let spec = endpoint::spec(adapter).map_err(LaunchError::Adapter)?;
+            endpoint::add_vars(&mut vars, spec, ep);
+            Some(spec)
+        }
+        None => None,
+    };
 
     let fail =
         |field: &str, e: String| LaunchError::Adapter(format!("{}: {field}: {e}", adapter.source));
@@ -214,6 +225,12 @@ pub fn plan(
         vars.expand_list(args.prompt_note.as_ref())
             .map_err(|e| fail("args.prompt_note", e))?,
     );
+    if let Some(spec) = endpoint_spec {
+        cli_argv.extend(
+            vars.expand_list(Some(&spec.args))
+                .map_err(|e| fail("model_endpoint.args", e))?,
+        );
+    }
     cli_argv.extend(req.cli_args.iter().cloned());
 
     let mut env_set = BTreeMap::new();
@@ -230,6 +247,13 @@ pub fn plan(
                 .map_err(|e| fail(&format!("env.{k}"), e))?,
         );
     }
+    for (k, v) in endpoint_spec.iter().flat_map(|spec| &spec.env) {
+        env_set.insert(
+            k.clone(),
+            vars.expand(v.get_ref())
+                .map_err(|e| fail(&format!("model_endpoint.env.{k}"), e))?,
+        );
+    }
 
     let mut files = vec![
         PlannedFile {
@@ -243,11 +267,7 @@ pub fn plan(
             source: FileSource::Content(prompt_note.clone()),
         },
     ];
-    for (i, f) in adapter.config_home.files.iter().enumerate() {
-        if !f.applies_to(mode.mode) {
-            continue;
-        }
-        let field = format!("config_home.files[{i}]");
+    for (field, f) in endpoint::files(adapter, mode.mode, endpoint_spec) {
         let rel = vars.expand(f.path.get_ref()).map_err(|e| fail(&field, e))?;
         let base = match f.base {
             FileBase::ConfigHome => &config_home,
@@ -303,6 +323,7 @@ pub fn plan(
         policy_path,
         profile_path,
         confined,
+        model_endpoint: req.model_endpoint.clone(),
         argv,
         cli_argv,
         env_set,

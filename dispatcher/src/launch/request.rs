@@ -27,6 +27,8 @@ pub struct LaunchRequest {
     /// The person's home (`{home}`, the login files).
     pub home: PathBuf,
     pub cli_args: Vec<String>,
+    /// Where the CLI sends its model requests, when not its own default.
+    pub model_endpoint: Option<super::ModelEndpoint>,
 }
 
 /// Where the launch's tools live on this machine.

@@ -42,6 +42,20 @@ pub struct LaunchBody {
     pub supervision: Option<String>,
     #[serde(default)]
     pub cli_args: Vec<String>,
+    /// Where the CLI sends its model requests (`dispatcher launch --model-endpoint`).
+    #[serde(default)]
+    pub model_endpoint: Option<EndpointBody>,
+}
+
+/// A launch's model endpoint: its base URL, the key sent (default a dummy), the model asked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointBody {
+    pub url: String,
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// A launch the server accepted: what to launch and how to supervise it.
@@ -172,6 +186,13 @@ impl Supervisor {
             .map_err(|e| ApiError::new(404, "unknown_cli", e.to_string()))?;
         self.state.require_chat(&chat)?;
         self.state.require_workflow(&workflow)?;
+        let model_endpoint = match body.model_endpoint {
+            Some(e) => Some(
+                crate::launch::ModelEndpoint::new(&e.url, e.key, e.model)
+                    .map_err(|why| bad(format!("model_endpoint: {why}")))?,
+            ),
+            None => None,
+        };
         let target =
             sandboxer::Target::host().ok_or_else(|| internal("this OS has no sandbox backend"))?;
         Ok(Accepted {
@@ -186,6 +207,7 @@ impl Supervisor {
                 target,
                 home: self.home.clone(),
                 cli_args: body.cli_args,
+                model_endpoint,
             },
             adapter,
             supervision,
