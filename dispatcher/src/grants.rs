@@ -75,6 +75,9 @@ pub struct LaunchGrants {
     /// The programs the dispatcher runs outside a sandbox (the CLI, `sandboxer`, itself,
     /// tmux), guarded when the autorun guard is on ([`crate::programs::guard_rules`]).
     pub programs: Vec<PathBuf>,
+    /// The message every denial of a Mac's profile carries into the unified log (a chat's
+    /// [`crate::denials::chat_tag`]), so the dispatcher can tell its denials from others'.
+    pub log_tag: Option<String>,
 }
 
 impl LaunchGrants {
@@ -97,7 +100,14 @@ impl LaunchGrants {
             blocked: state.config().folder_guard.blocked.clone(),
             autorun_guard: state.config().autorun.guard,
             programs: Vec::new(),
+            log_tag: None,
         }
+    }
+
+    /// These grants with denials tagged `tag` on a Mac ([`LaunchGrants::log_tag`]).
+    pub fn with_log_tag(mut self, tag: String) -> LaunchGrants {
+        self.log_tag = Some(tag);
+        self
     }
 
     /// These grants with `programs` guarded ([`LaunchGrants::programs`]).
@@ -156,6 +166,7 @@ impl LaunchGrants {
             .collect();
         crate::programs::apply_guard(&mut doc, self.autorun_guard, &self.programs);
         doc.linux.mask_registry = Some(written(mask_registry(&self.state_root)));
+        doc.macos.log_tag = self.log_tag.clone().map(written);
         let mut text = String::from(
             "# Written by the dispatcher for one launch; this is exactly what sandboxer enforces.\n",
         );
@@ -190,6 +201,7 @@ mod tests {
             blocked: vec!["planning".into()],
             autorun_guard: true,
             programs: vec![],
+            log_tag: None,
         };
         let text = g.policy_toml();
         let v: toml::Value = toml::from_str(&text).unwrap();

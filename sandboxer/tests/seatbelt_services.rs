@@ -234,3 +234,72 @@ fn the_sysctl_rule_is_modelled() {
             .all(|c| !c.text.contains("sysctl"))
     );
 }
+
+/// `[macos] log_tag`: every deny rule of the profile carries it as its message (how the
+/// dispatcher finds a chat's denials in the unified log); the profile decides exactly as
+/// without it; a tag that a Seatbelt string or a log predicate could misread is refused,
+/// naming the field.
+#[test]
+fn every_denial_carries_the_log_tag() {
+    let tag = "[agentworks:chat-1]";
+    let plain = mac(PRODUCT);
+    let tagged = mac(&format!("{PRODUCT}\n[macos]\nlog_tag = \"{tag}\"\n"));
+    let (a, b) = (parse(&plain), parse(&tagged));
+    let denies: Vec<&sbpl::Rule> = b
+        .rules()
+        .iter()
+        .filter(|r| r.action == Action::Deny)
+        .collect();
+    assert!(denies.len() >= 2, "the default denial and the guard's");
+    for d in &denies {
+        assert!(
+            d.modifiers
+                .iter()
+                .any(|m| m.name == "message" && m.text == format!("(with message \"{tag}\")")),
+            "a deny rule without the tag: {}",
+            d.text
+        );
+    }
+    assert!(!seatbelt::render(&plain).unwrap().contains("with message"));
+    for (op, q) in [
+        (
+            "file-read-data",
+            Query::Path {
+                path: Path::new("/Users/ada/.ssh/id_rsa"),
+                vnode: None,
+            },
+        ),
+        (
+            "file-write-data",
+            Query::Path {
+                path: Path::new("/Users/ada/.zshrc"),
+                vnode: None,
+            },
+        ),
+        (
+            "file-write-data",
+            Query::Path {
+                path: Path::new("/Users/ada/notes.txt"),
+                vnode: None,
+            },
+        ),
+        ("mach-lookup", Query::MachName("com.apple.dock.server")),
+    ] {
+        assert_eq!(
+            a.evaluate(op, &q).outcome,
+            b.evaluate(op, &q).outcome,
+            "{op} {q:?}"
+        );
+    }
+    for bad in ["", "a b", "a\\\"b", "x\\\\y", "ü"] {
+        let opts = ResolveOptions::for_target(Target::Macos, Path::new(HOME), Some(501)).unwrap();
+        let e = Policy::from_toml(
+            &format!("{PRODUCT}\n[macos]\nlog_tag = \"{bad}\"\n"),
+            "policy.toml",
+            &opts,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("macos.log_tag"), "{bad:?}: {e}");
+    }
+}

@@ -208,6 +208,7 @@ mod tests {
             blocked: vec!["planning".into()],
             autorun_guard: true,
             programs: vec![],
+            log_tag: Some("[agentworks:c]".into()),
         };
         let text = g.policy_toml();
         let t = |m: Mutation| -> toml::Table { toml::from_str(&m.apply(&text).unwrap()).unwrap() };

@@ -119,7 +119,8 @@ pub fn plan(
     let launch_dir = runtime.join(LAUNCH_DIR);
     let config_home = runtime.join("cli-home").join(&adapter.name);
     let grants = LaunchGrants::new(state, runtime.clone(), &req.workflow, &req.attach)
-        .with_programs(programs_run_outside(tools));
+        .with_programs(programs_run_outside(tools))
+        .with_log_tag(crate::denials::chat_tag(&req.chat));
     let policy_text = grants.policy_toml();
     let policy_path = launch_dir.join("policy.toml");
 

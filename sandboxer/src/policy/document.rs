@@ -146,11 +146,15 @@ pub struct MacosSection {
     pub deny_mach_services: Vec<Spanned<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ways_out: Option<bool>,
+    /// Appended to every denial the profile makes (`(with message "…")`), so the unified
+    /// log's denials of this sandbox can be told from all others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_tag: Option<Spanned<String>>,
 }
 
 impl MacosSection {
     fn is_empty(&self) -> bool {
-        self.deny_mach_services.is_empty() && self.ways_out.is_none()
+        self.deny_mach_services.is_empty() && self.ways_out.is_none() && self.log_tag.is_none()
     }
 }
 

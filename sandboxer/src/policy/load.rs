@@ -372,6 +372,28 @@ impl Cx<'_> {
             deny_mach_services.push(name.clone());
         }
 
+        let log_tag = match &raw.macos.log_tag {
+            Some(t) => {
+                let tag = t.get_ref();
+                let ok = (1..=100).contains(&tag.len())
+                    && tag
+                        .chars()
+                        .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\');
+                if !ok {
+                    return Err(self.error(
+                        t.span(),
+                        "macos.log_tag",
+                        format!(
+                            "{tag:?}: 1 to 100 printable ASCII characters, no spaces, quotes or \
+                             backslashes"
+                        ),
+                    ));
+                }
+                Some(tag.clone())
+            }
+            None => None,
+        };
+
         let enforce = match raw
             .linux
             .enforce
@@ -422,6 +444,7 @@ impl Cx<'_> {
             macos: MacosKnobs {
                 deny_mach_services,
                 ways_out: macos_ways_out,
+                log_tag,
             },
             linux: LinuxKnobs {
                 enforce,

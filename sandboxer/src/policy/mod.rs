@@ -223,6 +223,8 @@ pub struct MacosKnobs {
     pub deny_mach_services: Vec<String>,
     /// Refuse the ways-out list (`profiles/macos/ways-out.toml`) as protected roots.
     pub ways_out: bool,
+    /// The message every denial carries into the unified log (`[macos] log_tag`).
+    pub log_tag: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -325,6 +325,8 @@ struct ProfileData {
     guard_writes: String,
     /// Their folders and the repositories' git folders, denied file-write-unlink.
     guard_unlink: String,
+    /// ` (with message "TAG")` on every deny rule, or nothing (`[macos] log_tag`).
+    deny_message: String,
     launcher_exec: Vec<String>,
     launcher_folders: Vec<String>,
     /// Mach services looked up by name (`global-name`): the allowlist minus what the policy
@@ -475,6 +477,10 @@ impl ProfileData {
             traverse: traverse.into_string(),
             guard_writes: guard.writes,
             guard_unlink: guard.unlink,
+            deny_message: match &policy.macos.log_tag {
+                Some(tag) => format!(" (with message {})", name_literal("macos.log_tag", tag)?),
+                None => String::new(),
+            },
             launcher_exec: lits(&layout.launcher_exec)?,
             launcher_folders: lits(&layout.launcher_folders)?,
             mach_names: mach.names,
