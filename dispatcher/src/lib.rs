@@ -7,6 +7,7 @@ pub mod bridge;
 pub mod clis;
 pub mod contract;
 pub mod doctor;
+pub mod egress;
 pub mod events;
 pub mod grants;
 pub mod ids;

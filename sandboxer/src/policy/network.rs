@@ -121,7 +121,13 @@ mod tests {
         for (section, line, column, field, says) in [
             ("mode = \"closed\"\n", 5, 8, "network.mode", "unknown mode"),
             ("allow = []\n", 4, 1, "mode", "missing field"),
-            ("mode = \"public\"\nbogus = 1\n", 6, 1, "bogus", "unknown field"),
+            (
+                "mode = \"public\"\nbogus = 1\n",
+                6,
+                1,
+                "bogus",
+                "unknown field",
+            ),
             (
                 "mode = \"allowlist\"\nallow = [\"ok.example.com\", \"bad.example.com.\"]\n",
                 6,
