@@ -149,9 +149,8 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     if (zero(0..5) && s[5] == 0xffff) || (zero(0..6) && !ip.is_loopback() && !ip.is_unspecified()) {
         return Some(low);
     }
-    if (s[0] == 0x64 && s[1] == 0xff9b && zero(2..6))
-        || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
-    {
+    // NAT64: the well-known prefix 64:ff9b::/96, or the local-use 64:ff9b:1::/48.
+    if s[0] == 0x64 && s[1] == 0xff9b && (zero(2..6) || s[2] == 1) {
         return Some(low);
     }
     if s[0] == 0x2002 {
