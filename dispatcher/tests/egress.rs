@@ -12,7 +12,7 @@ use std::thread;
 use std::time::Duration;
 
 use dispatcher::egress::{EgressEvent, EgressVerdict, Proxy, ProxyHandle};
-use sandboxer::network::{HostPattern, NetworkMode, NetworkRules};
+use sandboxer::network::{NetworkMode, NetworkRules};
 
 const REPLY: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
 
@@ -61,14 +61,7 @@ struct Setup {
 }
 
 fn setup(mode: NetworkMode, allow: &[&str], loopback: &[u16]) -> Setup {
-    let rules = NetworkRules {
-        mode,
-        allow: allow
-            .iter()
-            .map(|a| HostPattern::parse(a).unwrap())
-            .collect(),
-        loopback: loopback.to_vec(),
-    };
+    let rules = NetworkRules::with_entries(mode, allow.iter().copied(), loopback).unwrap();
     let (tx, events) = channel();
     let lookups = Arc::new(AtomicUsize::new(0));
     let counted = lookups.clone();

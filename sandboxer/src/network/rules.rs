@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::address::{AddressClass, OwnAddresses, classify};
 use super::host::{Host, HostError};
-use super::pattern::{HostPattern, is_localhost};
+use super::pattern::{HostPattern, PatternError, is_localhost};
 
 /// `[network] mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -137,6 +137,23 @@ impl NetworkRules {
             allow: Vec::new(),
             loopback: Vec::new(),
         }
+    }
+
+    /// Rules built in code: `allow` entries as a policy writes them (see [`HostPattern`]).
+    /// The mode's checks of [`Policy`](crate::Policy) loading are not made here.
+    pub fn with_entries<'a>(
+        mode: NetworkMode,
+        allow: impl IntoIterator<Item = &'a str>,
+        loopback: &[u16],
+    ) -> Result<NetworkRules, PatternError> {
+        Ok(NetworkRules {
+            mode,
+            allow: allow
+                .into_iter()
+                .map(HostPattern::parse)
+                .collect::<Result<_, _>>()?,
+            loopback: loopback.to_vec(),
+        })
     }
 
     /// The decision for a request to `host:port`. The host is checked before `resolve` runs

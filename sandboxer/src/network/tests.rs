@@ -9,14 +9,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn rules(mode: NetworkMode, allow: &[&str], loopback: &[u16]) -> NetworkRules {
-    NetworkRules {
-        mode,
-        allow: allow
-            .iter()
-            .map(|a| HostPattern::parse(a).unwrap())
-            .collect(),
-        loopback: loopback.to_vec(),
-    }
+    NetworkRules::with_entries(mode, allow.iter().copied(), loopback).unwrap()
 }
 
 fn own() -> OwnAddresses {
