@@ -8,6 +8,7 @@ pub mod clis;
 pub mod contract;
 pub mod denials;
 pub mod doctor;
+pub mod egress;
 pub mod events;
 pub mod grants;
 pub mod ids;

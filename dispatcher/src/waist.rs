@@ -9,14 +9,16 @@ use std::path::Path;
 
 /// The sandboxer modules (by path from its root) the dispatcher may name. `autorun::programs`:
 /// the dispatcher guards the programs it runs outside a sandbox as the autorun guard finds
-/// a program's files (the name, the file it resolves to, its npm package folder).
-const ALLOWED_MODULES: [&str; 6] = [
+/// a program's files (the name, the file it resolves to, its npm package folder). `network`:
+/// the egress proxy asks the policy's network rules about every request.
+const ALLOWED_MODULES: [&str; 7] = [
     "probe",
     "sbpl",
     "seatbelt::render",
     "template",
     "located",
     "autorun::programs",
+    "network",
 ];
 
 /// The names sandboxer declares as modules (`mod x;` or `pub mod x;` in its `lib.rs`).

@@ -19,6 +19,7 @@ mod confine;
 pub mod linux;
 pub mod located;
 pub mod macos;
+pub mod network;
 pub mod paths;
 pub mod policy;
 pub mod probe;

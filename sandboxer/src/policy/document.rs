@@ -14,6 +14,7 @@ pub use toml::Spanned;
 use super::Policy;
 use super::{Access, Base};
 use crate::located::{DataFileError, LineIndex, toml_field_and_message};
+use crate::network::NetworkMode;
 
 /// A whole policy file. Field order is the file's: sections and arrays of tables are written
 /// in this order, plain values first.
@@ -46,6 +47,9 @@ pub struct PolicyDocument {
     /// The pathname Unix sockets that may be connected to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unix_sockets: Vec<Spanned<PathBuf>>,
+    /// `[network]`; absent, the launch decides (see docs/policy.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSection>,
 }
 
 /// A `[[protected]]` or `[[refuse]]` entry.
@@ -182,6 +186,31 @@ impl LinuxSection {
     }
 }
 
+/// `[network]`: what a confined program may reach over the network (docs/network.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSection {
+    /// `open`, `public`, `allowlist` or `none`.
+    pub mode: Spanned<String>,
+    /// `allowlist` mode's hosts: `api.example.com`, `*.example.com`, `host:port`, addresses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<Spanned<String>>,
+    /// Ports on the machine's loopback reachable in `public` and `allowlist` mode.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loopback: Vec<Spanned<i64>>,
+}
+
+impl NetworkSection {
+    /// A section with `mode` and nothing listed.
+    pub fn new(mode: NetworkMode) -> NetworkSection {
+        NetworkSection {
+            mode: written(mode.as_str().into()),
+            allow: Vec::new(),
+            loopback: Vec::new(),
+        }
+    }
+}
+
 /// A value built in code rather than read from a file: it is from nowhere.
 pub fn written<T>(value: T) -> Spanned<T> {
     Spanned::new(0..0, value)
@@ -207,6 +236,7 @@ impl PolicyDocument {
             macos: MacosSection::default(),
             linux: LinuxSection::default(),
             unix_sockets: Vec::new(),
+            network: None,
         }
     }
 

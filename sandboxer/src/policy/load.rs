@@ -9,6 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use toml::Spanned;
 
 use super::document::PolicyDocument;
+use super::network;
 use super::resolve::{ResolveOptions, option_error};
 use super::{
     Access, AutorunKnobs, Base, ClosedBase, Enforce, Grant, Guarded, LinuxKnobs, MacosKnobs,
@@ -419,6 +420,16 @@ impl Cx<'_> {
             None => None,
         };
 
+        let network = raw
+            .network
+            .as_ref()
+            .map(|section| {
+                network::rules(section, |span, field, message| {
+                    self.error(span, field, message)
+                })
+            })
+            .transpose()?;
+
         Ok(Policy {
             target,
             home: self.opts.home.clone(),
@@ -453,6 +464,7 @@ impl Cx<'_> {
                 mask_registry,
             },
             unix_sockets,
+            network,
         })
     }
 

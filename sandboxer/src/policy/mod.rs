@@ -15,6 +15,7 @@ mod guard;
 mod launchers;
 mod load;
 mod lookup;
+mod network;
 mod resolve;
 
 use std::borrow::Cow;
@@ -25,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 pub use document::{
     AutorunSection, ClosedSection, GrantRule, GuardRule, LaunchersSection, LinuxSection,
-    MacosSection, PathRule, PolicyDocument, Spanned, written,
+    MacosSection, NetworkSection, PathRule, PolicyDocument, Spanned, written,
 };
 pub use launchers::{LauncherPath, LauncherSet, MachName};
 pub use load::{PolicyError, default_policy};
@@ -259,6 +260,10 @@ pub struct Policy {
     /// The pathname Unix sockets a confined process may connect to (Linux: every other
     /// `connect` to a pathname socket is refused; see docs/linux.md, "Unix sockets").
     pub unix_sockets: Vec<PathBuf>,
+    /// `[network]`, or None when the policy has no such section: the launch then chooses
+    /// (`public` by default; see docs/policy.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::network::NetworkRules>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

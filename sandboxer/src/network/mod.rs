@@ -1,0 +1,22 @@
+//! The network's rules: a policy's `[network]` section ([`NetworkRules`]) and its one
+//! meaning, [`NetworkRules::decide`], which the dispatcher's egress proxy asks for every
+//! request. The rules are written down in docs/network.md.
+//!
+//! - `host.rs`: a request's host and port, parsed strictly (one spelling per destination);
+//! - `pattern.rs`: an `allow` entry and what it matches;
+//! - `address.rs`: what an address reaches (outside, loopback, link-local, the machine's own…);
+//! - `interfaces.rs`: the machine's interface addresses;
+//! - `rules.rs`: the modes and the decision.
+
+mod address;
+mod host;
+mod interfaces;
+mod pattern;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+pub use address::{AddressClass, OwnAddresses, classify};
+pub use host::{Host, HostError, parse_authority, parse_port};
+pub use pattern::{HostPattern, PatternError};
+pub use rules::{Allowed, Egress, NetworkMode, NetworkRules, Refused};
