@@ -40,6 +40,15 @@ pub enum CallInput {
 }
 
 impl CallInput {
+    /// The input as a JSON object (a freeform tool's text as `{"input": …}`), for the wires
+    /// whose calls carry an object.
+    pub fn as_json(&self) -> Value {
+        match self {
+            CallInput::Json(v) => v.clone(),
+            CallInput::Text(t) => json!({ "input": t }),
+        }
+    }
+
     /// The input as the wire's string form (JSON-encoded arguments, or the text itself).
     pub fn as_string(&self) -> String {
         match self {

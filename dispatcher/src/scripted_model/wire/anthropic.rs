@@ -4,42 +4,30 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Reply, Seen, json_reply, sse, str_of, text_of};
-use crate::scripted_model::tools::{Call, CallInput, Declared};
+use super::{Answer, Reply, Seen, items, json_reply, sse, str_of, text_of};
+use crate::scripted_model::tools::Declared;
 
 pub fn read(body: &Value) -> Seen {
-    let tools = body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let tools = items(&body["tools"])
         .map(|t| Declared {
             name: str_of(&t["name"]),
             schema: Some(t["input_schema"].clone()),
         })
         .collect();
-    let tool_results = body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let tool_results = items(&body["messages"])
         .filter_map(|m| m["content"].as_array())
         .flatten()
         .filter(|block| block["type"] == "tool_result")
         .map(|block| text_of(&block["content"]))
         .collect();
-    Seen {
-        tools,
-        tool_results,
-        answer_schema: None,
-        stream: body["stream"].as_bool().unwrap_or(false),
-        model: str_of(&body["model"]),
-    }
+    Seen::of_body(body, tools, tool_results)
 }
 
 pub fn reply(answer: &Answer, seen: &Seen, step: usize) -> Reply {
     let (block, stop_reason) = match answer {
         Answer::Call(call) => (
             json!({"type": "tool_use", "id": format!("toolu_scripted_{step}"),
-                   "name": call.tool, "input": call_input(call)}),
+                   "name": call.tool, "input": call.input.as_json()}),
             "tool_use",
         ),
         Answer::Text(text) => (json!({"type": "text", "text": text}), "end_turn"),
@@ -57,7 +45,7 @@ pub fn reply(answer: &Answer, seen: &Seen, step: usize) -> Reply {
     let (start, delta) = match answer {
         Answer::Call(call) => (
             json!({"type": "tool_use", "id": block["id"], "name": call.tool, "input": {}}),
-            json!({"type": "input_json_delta", "partial_json": call_input(call).to_string()}),
+            json!({"type": "input_json_delta", "partial_json": call.input.as_json().to_string()}),
         ),
         Answer::Text(text) => (
             json!({"type": "text", "text": ""}),
@@ -90,14 +78,6 @@ pub fn reply(answer: &Answer, seen: &Seen, step: usize) -> Reply {
     ])
 }
 
-/// Messages tools all take JSON.
-fn call_input(call: &Call) -> Value {
-    match &call.input {
-        CallInput::Json(v) => v.clone(),
-        CallInput::Text(t) => json!({ "input": t }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,7 +94,7 @@ mod tests {
             panic!("expected a tool call")
         };
         assert_eq!(call.tool, "Bash");
-        assert_eq!(call_input(&call)["command"], "echo hi > marker.txt");
+        assert_eq!(call.input.as_json()["command"], "echo hi > marker.txt");
 
         let events = fixture::events(&reply(&Answer::Call(call), &seen, 0).body);
         assert_eq!(events[1]["content_block"]["name"], "Bash");

@@ -4,33 +4,21 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Reply, Seen, json_reply, str_of, text_of};
+use super::{Answer, Reply, Seen, items, json_reply, str_of, text_of};
 use crate::scripted_model::tools::Declared;
 
 pub fn read(body: &Value) -> Seen {
-    let tools = body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let tools = items(&body["tools"])
         .map(|t| Declared {
             name: str_of(&t["function"]["name"]),
             schema: Some(t["function"]["parameters"].clone()),
         })
         .collect();
-    let tool_results = body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let tool_results = items(&body["messages"])
         .filter(|m| m["role"] == "tool")
         .map(|m| text_of(&m["content"]))
         .collect();
-    Seen {
-        tools,
-        tool_results,
-        answer_schema: None,
-        stream: body["stream"].as_bool().unwrap_or(false),
-        model: str_of(&body["model"]),
-    }
+    Seen::of_body(body, tools, tool_results)
 }
 
 pub fn reply(answer: &Answer, seen: &Seen, step: usize) -> Reply {

@@ -5,14 +5,11 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Reply, Seen, json_reply, sse, text_of};
-use crate::scripted_model::tools::{CallInput, Declared};
+use super::{Answer, Reply, Seen, items, json_reply, sse, text_of};
+use crate::scripted_model::tools::Declared;
 
 pub fn read(path: &str, body: &Value) -> Seen {
-    let tools = body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let tools = items(&body["tools"])
         .filter_map(|t| t["functionDeclarations"].as_array())
         .flatten()
         .map(|d| Declared {
@@ -25,10 +22,7 @@ pub fn read(path: &str, body: &Value) -> Seen {
             ),
         })
         .collect();
-    let tool_results = body["contents"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let tool_results = items(&body["contents"])
         .filter_map(|c| c["parts"].as_array())
         .flatten()
         .filter_map(|part| part.get("functionResponse"))
@@ -58,11 +52,7 @@ pub fn read(path: &str, body: &Value) -> Seen {
 pub fn reply(answer: &Answer, seen: &Seen) -> Reply {
     let part = match answer {
         Answer::Call(call) => {
-            let args = match &call.input {
-                CallInput::Json(v) => v.clone(),
-                CallInput::Text(t) => json!({ "input": t }),
-            };
-            json!({"functionCall": {"name": call.tool, "args": args}})
+            json!({"functionCall": {"name": call.tool, "args": call.input.as_json()}})
         }
         Answer::Text(text) => json!({ "text": text }),
     };

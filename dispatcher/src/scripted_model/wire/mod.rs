@@ -126,6 +126,24 @@ fn json_reply(v: &Value) -> Reply {
     }
 }
 
+impl Seen {
+    /// A JSON API's request (`stream` and `model` in its body), no answer schema.
+    fn of_body(body: &Value, tools: Vec<Declared>, tool_results: Vec<String>) -> Seen {
+        Seen {
+            tools,
+            tool_results,
+            answer_schema: None,
+            stream: body["stream"].as_bool().unwrap_or(false),
+            model: str_of(&body["model"]),
+        }
+    }
+}
+
+/// The items of an array field; none when it is missing or not an array.
+fn items(v: &Value) -> impl Iterator<Item = &Value> {
+    v.as_array().into_iter().flatten()
+}
+
 /// A string field, or "".
 fn str_of(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_string()

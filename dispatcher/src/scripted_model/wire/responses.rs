@@ -5,14 +5,11 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Reply, Seen, json_reply, sse, str_of, text_of};
+use super::{Answer, Reply, Seen, items, json_reply, sse, str_of, text_of};
 use crate::scripted_model::tools::{CallInput, Declared};
 
 pub fn read(body: &Value) -> Seen {
-    let tools = body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let tools = items(&body["tools"])
         .filter_map(|t| match t["type"].as_str()? {
             "function" => Some(Declared {
                 name: str_of(&t["name"]),
@@ -25,22 +22,13 @@ pub fn read(body: &Value) -> Seen {
             _ => None,
         })
         .collect();
-    let tool_results = body["input"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let tool_results = items(&body["input"])
         .filter(|item| {
             item["type"] == "function_call_output" || item["type"] == "custom_tool_call_output"
         })
         .map(|item| text_of(&item["output"]))
         .collect();
-    Seen {
-        tools,
-        tool_results,
-        answer_schema: None,
-        stream: body["stream"].as_bool().unwrap_or(false),
-        model: str_of(&body["model"]),
-    }
+    Seen::of_body(body, tools, tool_results)
 }
 
 pub fn reply(answer: &Answer, seen: &Seen, step: usize) -> Reply {
