@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentworks_e2e::{clis_dir, dispatcher_bin};
-use dispatcher::scripted_model::{Recorded, ScriptedModel};
+use dispatcher::scripted_model::{Action, DONE_TEXT, Recorded, ScriptedModel, prompt};
 
 /// A run that takes longer is stuck (a CLI waiting for approval, retrying a refused request).
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -37,15 +37,18 @@ impl Run {
         self.model.base_url()
     }
 
-    /// The prompt: its markers between a first and a last line (opencode's `run` quotes a
-    /// message with spaces, which would glue a quote onto a marker on either end).
+    /// The prompt: the shell writes `marker.txt`, the write tool `written.txt`.
     fn prompt(&self) -> String {
         let work = self.path("work");
-        format!(
-            "Run the scripted steps.\nAGENTWORKS-RUN: echo shell-ok > {m}\nAGENTWORKS-WRITE: {w} write-ok\nThen stop.",
-            m = work.join("marker.txt").display(),
-            w = work.join("written.txt").display(),
-        )
+        prompt(&[
+            Action::Run {
+                command: format!("echo shell-ok > {}", work.join("marker.txt").display()),
+            },
+            Action::Write {
+                path: work.join("written.txt").display().to_string(),
+                content: "write-ok".into(),
+            },
+        ])
     }
 
     /// `cli` with a clean environment: the real CLIs first on PATH, HOME the run's own.
@@ -116,7 +119,7 @@ impl Run {
         );
         let done = record
             .iter()
-            .any(|r| r.step == 2 && r.tool.is_none() && r.answer == "AGENTWORKS-DONE");
+            .any(|r| r.step == 2 && r.tool.is_none() && r.answer == DONE_TEXT);
         assert!(
             done,
             "the write's result did not reach the final turn: {context}"

@@ -18,5 +18,5 @@ mod turn;
 mod wire;
 
 pub use record::Recorded;
-pub use script::{RUN_MARKER, WRITE_MARKER};
+pub use script::{Action, DONE_TEXT, RUN_MARKER, WRITE_MARKER, prompt};
 pub use server::{ScriptedModel, ScriptedModelError};

@@ -17,10 +17,30 @@ pub const WRITE_MARKER: &str = "AGENTWORKS-WRITE:";
 /// The text of the final answer once every action ran.
 pub const DONE_TEXT: &str = "AGENTWORKS-DONE";
 
+/// One step of a script.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
+    /// The shell tool runs `command` (one line).
     Run { command: String },
+    /// The write tool writes `content` (one line) to `path` (no spaces).
     Write { path: String, content: String },
+}
+
+/// A prompt that asks for `actions`: their marker lines between a first and a last line of
+/// plain text (`opencode run` wraps a message with spaces in quotes, which would glue a quote
+/// onto a marker on either end).
+pub fn prompt(actions: &[Action]) -> String {
+    let mut text = String::from("Run the scripted steps.\n");
+    for action in actions {
+        let line = match action {
+            Action::Run { command } => format!("{RUN_MARKER} {command}"),
+            Action::Write { path, content } => format!("{WRITE_MARKER} {path} {content}"),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text.push_str("Then stop.");
+    text
 }
 
 /// The actions of the first string in the request that holds a marker line: the prompt. Every
@@ -94,5 +114,21 @@ mod tests {
             ]
         );
         assert_eq!(due(&actions(&request), 2), None);
+    }
+
+    #[test]
+    fn a_prompt_reads_back_as_its_actions() {
+        let steps = vec![
+            Action::Run {
+                command: "echo a > /tmp/a".into(),
+            },
+            Action::Write {
+                path: "/tmp/b".into(),
+                content: "b c".into(),
+            },
+        ];
+        // Quoted the way `opencode run` quotes it.
+        let quoted = format!("\"{}\"", prompt(&steps));
+        assert_eq!(parse(&quoted), steps);
     }
 }

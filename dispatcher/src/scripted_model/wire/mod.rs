@@ -180,3 +180,60 @@ pub(crate) mod fixture {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripted_model::script::DONE_TEXT;
+    use crate::scripted_model::turn::answer;
+
+    /// Each CLI's last request carries the shell's and the write's results, in its own shape.
+    #[test]
+    fn reads_both_tool_results_from_each_cli_s_last_request() {
+        let cases = [
+            (
+                "claude-done",
+                Wire::Anthropic,
+                "Bash completed",
+                "File created",
+            ),
+            (
+                "codex-done",
+                Wire::Responses,
+                "Process exited with code 0",
+                "Success.",
+            ),
+            (
+                "gemini-done",
+                Wire::Gemini,
+                "Output: (empty)",
+                "Successfully created",
+            ),
+            ("pi-done", Wire::Chat, "(no output)", "Successfully wrote"),
+            (
+                "opencode-done",
+                Wire::Chat,
+                "(no output)",
+                "Wrote file successfully",
+            ),
+        ];
+        for (name, wire, shell, write) in cases {
+            let (path, body) = fixture::load(name);
+            assert_eq!(Wire::for_path(&path), Some(wire), "{name}");
+            let seen = wire.read(&path, &body);
+            assert!(!seen.tools.is_empty() && seen.stream, "{name}");
+            let [first, second] = seen.tool_results.as_slice() else {
+                panic!("{name}: {:?}", seen.tool_results)
+            };
+            assert!(
+                first.contains(shell) && second.contains(write),
+                "{name}: {first:?} {second:?}"
+            );
+            assert_eq!(
+                answer(&body, &seen),
+                Answer::Text(DONE_TEXT.into()),
+                "{name}"
+            );
+        }
+    }
+}
