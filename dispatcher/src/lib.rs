@@ -16,6 +16,7 @@ pub mod launch;
 pub mod modes;
 pub mod platform;
 pub mod programs;
+pub mod scripted_model;
 pub mod server;
 pub mod state;
 pub mod step;

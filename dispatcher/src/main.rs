@@ -122,6 +122,34 @@ enum Command {
     /// made (a new or empty folder), never an existing one.
     #[command(subcommand)]
     Test(dispatcher::contract::served::TestCmd),
+    /// A scripted model on loopback for driving real CLIs offline (see its --help).
+    ScriptedModel(ScriptedModelArgs),
+}
+
+const SCRIPTED_MODEL_HELP: &str = "\
+Speaks Anthropic Messages (…/messages), OpenAI Responses (…/responses), OpenAI Chat
+Completions (…/chat/completions) and Gemini (…:streamGenerateContent, …:generateContent),
+routed by the path's suffix. Each request's answer comes from marker lines in the prompt:
+  AGENTWORKS-RUN: <command>             the CLI's shell tool runs <command>
+  AGENTWORKS-WRITE: <path> <content>    the CLI's write tool writes the rest of the line
+One action per turn, in order (the step is the number of tool results in the request), then
+the final text AGENTWORKS-DONE. Every request is one JSON line in the record file.
+
+The first line on stdout is the bound address. Example:
+  dispatcher scripted-model --record /tmp/model.jsonl &   # prints 127.0.0.1:PORT
+  ANTHROPIC_BASE_URL=http://127.0.0.1:PORT ANTHROPIC_API_KEY=dummy \\
+    claude -p 'AGENTWORKS-RUN: echo hi > /tmp/hi.txt' --allowedTools Bash
+See docs/scripted-model.md for each CLI's settings.";
+
+#[derive(Args)]
+#[command(after_help = SCRIPTED_MODEL_HELP)]
+struct ScriptedModelArgs {
+    /// The address to listen on: loopback only (127.0.0.1 or ::1); port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    listen: std::net::SocketAddr,
+    /// The JSONL file every request is recorded to (appended to).
+    #[arg(long, value_name = "FILE")]
+    record: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -376,6 +404,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
             args,
         ),
+        Command::ScriptedModel(args) => {
+            let model = dispatcher::scripted_model::ScriptedModel::bind(args.listen, &args.record)?;
+            println!("{}", model.addr());
+            std::io::Write::flush(&mut std::io::stdout())?;
+            model.wait();
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bridge { socket } => {
             let stdin = std::io::stdin().lock();
             let stdout = std::io::stdout().lock();
