@@ -62,6 +62,20 @@ impl World {
         headless: bool,
         cli_args: &[&str],
     ) -> Launch {
+        self.plan_with(adapter, target, mode, headless, cli_args, None)
+            .unwrap_or_else(|e| panic!("{} {target} {mode}: {e}", adapter.name))
+    }
+
+    /// [`World::plan`] with a model endpoint; the launch's error when it cannot be planned.
+    fn plan_with(
+        &self,
+        adapter: &Adapter,
+        target: Target,
+        mode: Mode,
+        headless: bool,
+        cli_args: &[&str],
+        model_endpoint: Option<launch::ModelEndpoint>,
+    ) -> Result<Launch, launch::LaunchError> {
         let req = LaunchRequest {
             cli: adapter.name.clone(),
             chat: chat(),
@@ -76,7 +90,7 @@ impl World {
             target,
             home: PathBuf::from(HOME),
             cli_args: cli_args.iter().map(|s| s.to_string()).collect(),
-            model_endpoint: None,
+            model_endpoint,
         };
         let tools = Tools {
             cli_binary: PathBuf::from(format!("/opt/clis/bin/{}", adapter.binary)),
@@ -87,7 +101,6 @@ impl World {
             as_root: false,
         };
         launch::plan(&self.state, adapter, &req, &tools, |_| Ok("test".into()))
-            .unwrap_or_else(|e| panic!("{} {target} {mode}: {e}", adapter.name))
     }
 
     /// Every (adapter, target, mode) the shipped adapters support, with its interactive plan.
@@ -233,6 +246,52 @@ fn dry_run_snapshots_of_every_adapter_target_and_mode() {
             "{name} has no snapshot"
         );
     }
+}
+
+/// The five CLIs that speak a public wire API can be pointed at a model endpoint; each
+/// adapter's `[model_endpoint]` as it lands in a headless full launch; the others are refused,
+/// naming their adapter.
+#[test]
+fn endpoint_snapshots_of_every_adapter_that_has_one() {
+    let w = World::new();
+    let ep = || Some(launch::ModelEndpoint::new("http://127.0.0.1:8099", None, None).unwrap());
+    let mut with = Vec::new();
+    for a in adapters() {
+        match &a.model_endpoint {
+            Some(_) => {
+                let plan = w
+                    .plan_with(&a, Target::Linux, Mode::Full, true, &["PROMPT"], ep())
+                    .unwrap();
+                let interactive = w
+                    .plan_with(&a, Target::Linux, Mode::Full, false, &[], ep())
+                    .unwrap();
+                insta::assert_snapshot!(
+                    format!("{}-linux-full-endpoint", a.name),
+                    render(&w, &interactive, &plan)
+                );
+                // The key is the dummy one, and it is not in the launch's own endpoint record.
+                let json = serde_json::to_string(&plan).unwrap();
+                assert!(
+                    json.contains("\"model_endpoint\":{\"url\":\"http://127.0.0.1:8099\""),
+                    "{json}"
+                );
+                assert!(!json.contains("\"key\""), "{json}");
+                with.push(a.name.clone());
+            }
+            None => {
+                let e = w
+                    .plan_with(&a, Target::Linux, Mode::Full, true, &[], ep())
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    e.contains("[model_endpoint]") && e.contains(&a.source),
+                    "{e}"
+                );
+            }
+        }
+    }
+    with.sort();
+    assert_eq!(with, ["claude", "codex", "gemini", "opencode", "pi"]);
 }
 
 // ---- properties ----------------------------------------------------------------------------

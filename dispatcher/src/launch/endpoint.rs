@@ -18,7 +18,8 @@ pub const DUMMY_KEY: &str = "agentworks-no-key";
 pub struct ModelEndpoint {
     /// `http://` or `https://`, a host, an optional port and path.
     pub url: String,
-    /// Never serialized: the launch record is not a place for a key.
+    /// Not in the launch's record of its endpoint (the CLI gets it as its adapter says:
+    /// an environment variable or a config file of its private config home).
     #[serde(skip)]
     pub key: Option<String>,
     /// The model asked for (default: the adapter's `model_endpoint.model`).
