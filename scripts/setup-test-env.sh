@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine, idempotently:
 #  - Debian packages: tmux (ways-out tests), bubblewrap + hyperfine (benchmarks), ripgrep,
-#    util-linux (script, setpriv, unshare), python3 (socket/ptrace probes);
+#    util-linux (script, setpriv, unshare), python3 (socket/ptrace probes), curl (network
+#    probes through the egress proxy);
 #  - an unprivileged user `sbx-test`, so live sandbox tests run as root AND as a normal user;
 #  - cargo-nextest when missing.
 # Run as root (CI is root). As a normal user it only checks and says what is missing.
 set -euo pipefail
 
 TEST_USER=sbx-test
-PACKAGES=(tmux bubblewrap hyperfine ripgrep util-linux python3 procps)
+PACKAGES=(tmux bubblewrap hyperfine ripgrep util-linux python3 procps curl)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1970,6 +1970,7 @@ fn landlock_only_plan(fx: &Fixture, r: &Runner) -> Plan {
         gaps: Vec::new(),
         mask_registry: None,
         staging: Vec::new(),
+        network: None,
     }
 }
 

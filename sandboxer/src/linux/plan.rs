@@ -302,6 +302,64 @@ pub struct Plan {
     /// refused by a [`MountStep::Refuse`], in which the keeper masks what the product stages.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub staging: Vec<PathBuf>,
+    /// The command's network, when not the machine's own (`[network]` other than `open`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkPlan>,
+}
+
+/// The command's own network (docs/linux.md, "The network"): in the masks shape, a network
+/// namespace of its own holding only `lo`, so nothing of the machine or the outside is
+/// reachable, its loopback included; with a relay, listeners on that `lo` whose connections
+/// PID 1, outside that namespace, carries to the egress proxy's socket.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkPlan {
+    /// `none`, `public` or `allowlist`, for messages.
+    pub mode: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<Relay>,
+}
+
+/// The way out of a sandbox's network: the egress proxy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relay {
+    /// The egress proxy's Unix socket (`[network] proxy`), outside the sandbox's network.
+    pub proxy: PathBuf,
+    /// The port on the sandbox's `127.0.0.1` (and `[::1]`) where the proxy is reached:
+    /// `HTTPS_PROXY` and the other variables name it.
+    pub port: u16,
+    /// Ports of the machine's loopback the policy names (`[network] loopback`): listened on at
+    /// the same port inside, each connection asked of the proxy with `CONNECT 127.0.0.1:PORT`,
+    /// so a client that does not use the proxy for `localhost` reaches them too, through it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loopback: Vec<u16>,
+}
+
+/// The port of the sandbox's own loopback where its proxy relay listens.
+pub const RELAY_PORT: u16 = 3128;
+
+impl Relay {
+    /// The environment that points programs at the relay: every common spelling of the proxy
+    /// variables, and nothing exempt from them (`NO_PROXY` empty). A program that ignores
+    /// them has no other way out: it fails, it does not leak.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let url = format!("http://127.0.0.1:{}", self.port);
+        let mut env: Vec<(String, String)> = [
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "ALL_PROXY",
+            "https_proxy",
+            "http_proxy",
+            "all_proxy",
+        ]
+        .iter()
+        .map(|k| (k.to_string(), url.clone()))
+        .collect();
+        env.push(("NO_PROXY".into(), String::new()));
+        env.push(("no_proxy".into(), String::new()));
+        // Node 24 and later: its own fetch follows the variables only when told to.
+        env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+        env
+    }
 }
 
 /// The name of the staging folder beside refused paths: the product writes a refused path's

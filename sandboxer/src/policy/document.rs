@@ -198,6 +198,10 @@ pub struct NetworkSection {
     /// Ports on the machine's loopback reachable in `public` and `allowlist` mode.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loopback: Vec<Spanned<i64>>,
+    /// `public` and `allowlist`: the egress proxy's Unix socket (the dispatcher serves one per
+    /// chat), the only way out of the sandbox's network (Linux; docs/network.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<Spanned<PathBuf>>,
 }
 
 impl NetworkSection {
@@ -207,6 +211,7 @@ impl NetworkSection {
             mode: written(mode.as_str().into()),
             allow: Vec::new(),
             loopback: Vec::new(),
+            proxy: None,
         }
     }
 }

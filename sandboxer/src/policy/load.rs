@@ -17,6 +17,7 @@ use super::{
 };
 use crate::autorun::{Missing, RepositorySettings, repos};
 use crate::located::LineIndex;
+use crate::network::NetworkMode;
 use crate::paths::{Resolver, canonicalize_existing_prefix, normalize, within};
 use crate::target::Target;
 
@@ -429,6 +430,22 @@ impl Cx<'_> {
                 })
             })
             .transpose()?;
+        let network_proxy = match raw.network.as_ref().and_then(|n| n.proxy.as_ref()) {
+            Some(p) => {
+                let mode = network.as_ref().map(|r| r.mode);
+                if !matches!(mode, Some(NetworkMode::Public | NetworkMode::Allowlist)) {
+                    return Err(self.error(
+                        p.span(),
+                        "network.proxy",
+                        "the proxy carries modes \"public\" and \"allowlist\"; in this mode it \
+                         means nothing (remove it or change the mode)"
+                            .to_string(),
+                    ));
+                }
+                Some(self.path(p, "network.proxy")?.0)
+            }
+            None => None,
+        };
 
         Ok(Policy {
             target,
@@ -465,6 +482,7 @@ impl Cx<'_> {
             },
             unix_sockets,
             network,
+            network_proxy,
         })
     }
 

@@ -264,6 +264,10 @@ pub struct Policy {
     /// (`public` by default; see docs/policy.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::network::NetworkRules>,
+    /// `[network] proxy`: the egress proxy's Unix socket, the sandbox's only way out in
+    /// `public` and `allowlist` mode (Linux).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_proxy: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -38,7 +38,33 @@ pub(super) fn plan_but_gaps(plan: &Plan) -> Result<(), EnforceError> {
     same_user(plan)?;
     normal_paths(plan)?;
     bind_backs_covered(plan)?;
+    network_isolable(plan)?;
     rules_handled(plan)
+}
+
+/// A network of its own is a network namespace, which only the masks shape makes; and the
+/// relay's proxy is a path like every other in a plan.
+fn network_isolable(plan: &Plan) -> Result<(), EnforceError> {
+    let Some(net) = &plan.network else {
+        return Ok(());
+    };
+    if !plan.namespaces {
+        return bad(format!(
+            "network mode {:?} needs a network namespace, which only the masks shape has",
+            net.mode
+        ));
+    }
+    match &net.relay {
+        Some(r) if !crate::paths::is_clean(&r.proxy) => bad(format!(
+            "the relay's proxy {:?} is not an absolute, normal path",
+            r.proxy
+        )),
+        Some(r) if r.port == 0 || r.loopback.contains(&r.port) => bad(format!(
+            "the relay's port {} is 0 or also a loopback port",
+            r.port
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn bad(message: String) -> Result<(), EnforceError> {

@@ -35,6 +35,8 @@ pub enum Layer {
     Landlock,
     /// The seccomp filter on `connect(2)` and the broker that answers it.
     SocketBroker,
+    /// The sandbox's own network namespace and its relay to the egress proxy.
+    Network,
     /// Executing the command itself, after every layer was in place.
     Exec,
 }
@@ -58,6 +60,7 @@ impl fmt::Display for Layer {
             Layer::NoNewPrivs => "no_new_privs",
             Layer::Landlock => "Landlock",
             Layer::SocketBroker => "socket broker",
+            Layer::Network => "network",
             Layer::Exec => "exec",
         })
     }

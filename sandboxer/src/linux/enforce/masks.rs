@@ -45,7 +45,7 @@ use super::handoff::Handoff;
 use super::prepared::Prepared;
 use super::spawn::{Parent, exit_with, spawn, spawn_for_exec};
 use super::supervise::{Hop, Reap, supervise};
-use super::{caps, confine, devices, keeper, kernel, mounts, userns};
+use super::{caps, confine, devices, keeper, kernel, mounts, network, userns};
 
 /// The monitor's body: from a plain child of the caller to a running sandbox.
 pub(super) fn monitor(
@@ -121,6 +121,19 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     if !plan.nested_user_namespaces {
         userns::forbid_nested()?;
     }
+    let relay = network::isolate(plan.network.as_ref())?;
+    if let Some(env) = plan
+        .network
+        .as_ref()
+        .and_then(|n| n.relay.as_ref())
+        .map(|r| r.env())
+    {
+        for (k, v) in env {
+            // SAFETY: PID 1 runs one thread until the command is started below (the broker and
+            // the relay start after it); the command inherits this environment.
+            unsafe { std::env::set_var(k, v) };
+        }
+    }
     kernel::seal_sysctls()?;
     harden()?;
     let link = plan
@@ -139,6 +152,9 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     if let (Some(link), Some(b)) = (link, &plan.socket_broker) {
         // The broker lives as long as PID 1, which is as long as the sandbox.
         broker::spawn(link.into_broker_end(), b.allowed.clone().into(), None)?;
+    }
+    if let Some(relay) = relay {
+        relay.serve()?;
     }
     let hop = Hop {
         caller: false,

@@ -54,6 +54,7 @@ mod landlock;
 mod landlock_only;
 mod masks;
 mod mounts;
+mod network;
 mod placeholders;
 mod prepared;
 mod scratch;

@@ -16,7 +16,8 @@ use crate::autorun::Missing;
 use crate::linux::facts::Facts;
 use crate::linux::fs_right::FsRight;
 use crate::linux::plan::{
-    Absent, LandlockPlan, LandlockRule, MountStep, Plan, STAGING, Shape, SocketBroker,
+    Absent, LandlockPlan, LandlockRule, MountStep, NetworkPlan, Plan, RELAY_PORT, Relay, STAGING,
+    Shape, SocketBroker,
 };
 use crate::paths::{same, strictly_within, within};
 use crate::policy::{Access, Base, Op, Policy, Reason};
@@ -147,6 +148,7 @@ impl<'a> Planner<'a> {
                 .clone()
                 .filter(|_| self.shape == Shape::Masks),
             staging: std::mem::take(&mut self.staging),
+            network: network_plan(self.policy),
         };
         let exposure = metadata_exposure(&plan, self.policy, &|p| self.kind(p))?;
         Ok(Unchecked {
@@ -867,4 +869,26 @@ impl<'a> Planner<'a> {
         }
         self.kind(path)
     }
+}
+
+/// The command's network from the policy's `[network]`: nothing to do for `open` (or no
+/// section); a network of its own otherwise, relayed to the proxy in `public` and `allowlist`.
+fn network_plan(policy: &Policy) -> Option<NetworkPlan> {
+    use crate::network::NetworkMode;
+    let rules = policy.network.as_ref()?;
+    let relay = match rules.mode {
+        NetworkMode::Open => return None,
+        NetworkMode::None => None,
+        NetworkMode::Public | NetworkMode::Allowlist => {
+            policy.network_proxy.clone().map(|proxy| Relay {
+                proxy,
+                port: RELAY_PORT,
+                loopback: rules.loopback.clone(),
+            })
+        }
+    };
+    Some(NetworkPlan {
+        mode: rules.mode.as_str().into(),
+        relay,
+    })
 }

@@ -125,12 +125,19 @@ pub enum GapKind {
     /// Git repositories the launch's scan did not reach (too deep, out of time, a `.git` file):
     /// their hooks and config are not guarded. New repositories made inside are not either.
     AutorunRepositoriesBeyond,
+    /// Landlock-only: a `[network]` mode other than `open` cannot hold without a network
+    /// namespace (Landlock closes TCP connect and bind by port, not UDP, and cannot tell the
+    /// machine's loopback from the outside).
+    NetworkNotIsolated,
+    /// `public` or `allowlist` without `[network] proxy`: no way out at all, stricter than the
+    /// policy.
+    NetworkNoProxy,
 }
 
 impl GapKind {
     /// The kinds that are not about operations on paths (what the kernel shares beyond the
     /// file system): no path's answer shows them, so `sandboxer explain` names them apart.
-    pub const BEYOND_PATHS: [GapKind; 9] = [
+    pub const BEYOND_PATHS: [GapKind; 11] = [
         GapKind::AbstractUnixSockets,
         GapKind::Signals,
         GapKind::Ptrace,
@@ -140,6 +147,8 @@ impl GapKind {
         GapKind::UserKeyring,
         GapKind::CgroupTree,
         GapKind::AutorunRepositoriesBeyond,
+        GapKind::NetworkNotIsolated,
+        GapKind::NetworkNoProxy,
     ];
 
     pub fn id(self) -> &'static str {
@@ -172,6 +181,8 @@ impl GapKind {
             GapKind::DevShm => "dev-shm",
             GapKind::UserKeyring => "user-keyring",
             GapKind::CgroupTree => "cgroup-tree",
+            GapKind::NetworkNotIsolated => "network-not-isolated",
+            GapKind::NetworkNoProxy => "network-no-proxy",
         }
     }
 
@@ -188,6 +199,7 @@ impl GapKind {
             GapKind::PathnameSockets
                 | GapKind::Unenforced
                 | GapKind::AutorunLandlockOnly
+                | GapKind::NetworkNotIsolated
                 | GapKind::AbstractUnixSockets
                 | GapKind::Signals
                 | GapKind::Ptrace
@@ -249,6 +261,21 @@ impl GapKind {
                  while the sandbox runs: git runs their hooks and core.fsmonitor for the person \
                  later. Not counted as breaking: the scan's bounds are the product's \
                  (profiles/autorun.toml, [repositories])"
+                .into(),
+            GapKind::NetworkNotIsolated => format!(
+                "the policy's network mode cannot hold without a network namespace (no user \
+                 namespaces here): Landlock ABI {abi} {} and cannot tell the machine's loopback \
+                 (its local services) from the outside. The policy asks for it, so this plan is \
+                 refused; `[network] mode = \"open\"` runs without it",
+                if abi >= 4 {
+                    "closes TCP connect and bind by port, not UDP,"
+                } else {
+                    "has no network rights at all"
+                }
+            ),
+            GapKind::NetworkNoProxy => "the policy's network mode goes through an egress proxy, \
+                 and it names none ([network] proxy, which the dispatcher sets for its \
+                 launches): nothing is reachable at all"
                 .into(),
             GapKind::Unenforced => "the plan allows operations the policy denies and no \
                  accepted reason explains it"
@@ -591,6 +618,14 @@ pub(super) fn analyze(
     }
     if exposure.closed_outside {
         found.entry(GapKind::ClosedBaseMetadata).or_default();
+    }
+    if let Some(net) = &plan.network {
+        if !plan.namespaces {
+            found.entry(GapKind::NetworkNotIsolated).or_default();
+        }
+        if net.relay.is_none() && net.mode != "none" {
+            found.entry(GapKind::NetworkNoProxy).or_default();
+        }
     }
 
     found
