@@ -129,6 +129,7 @@ fn confined_version(
         profile_path.as_deref(),
         &root,
         &cli,
+        &crate::launch::person_lists_env(),
     );
     let private = root.join("home");
     std::fs::create_dir(&private).map_err(|e| e.to_string())?;

@@ -92,6 +92,9 @@ pub enum EventKind {
     SandboxDenialsDropped {
         count: u64,
     },
+    /// A connection through the chat's egress proxy: the host asked for, the verdict, the
+    /// bytes each way (`crate::egress`).
+    Egress(crate::egress::EgressEvent),
 }
 
 fn now_ms() -> u64 {

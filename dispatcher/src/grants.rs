@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sandboxer::Access;
+use sandboxer::{Access, written};
 use serde::Serialize;
 
 use crate::ids::{IdError, WorkflowId};
@@ -78,6 +78,36 @@ pub struct LaunchGrants {
     /// The message every denial of a Mac's profile carries into the unified log (a chat's
     /// [`crate::denials::chat_tag`]), so the dispatcher can tell its denials from others'.
     pub log_tag: Option<String>,
+    /// What the launch may reach over the network; `None` writes no `[network]` section.
+    pub network: Option<LaunchNetwork>,
+}
+
+/// A launch's `[network]`: its mode, and for `public` and `allowlist` the egress proxy the
+/// dispatcher serves for it (docs/network.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchNetwork {
+    pub mode: sandboxer::network::NetworkMode,
+    /// `allowlist`: the adapter's hosts, the state root's `network.allow`, a model endpoint's.
+    pub allow: Vec<String>,
+    /// The machine's loopback ports reachable (a model endpoint on loopback).
+    pub loopback: Vec<u16>,
+    /// The proxy's Unix socket, in the launch's read-only folder.
+    pub proxy: PathBuf,
+}
+
+impl LaunchNetwork {
+    fn section(&self) -> sandboxer::policy::NetworkSection {
+        use sandboxer::network::NetworkMode;
+        let mut section = sandboxer::policy::NetworkSection::new(self.mode);
+        if self.mode == NetworkMode::Allowlist {
+            section.allow = self.allow.iter().cloned().map(written).collect();
+        }
+        if matches!(self.mode, NetworkMode::Public | NetworkMode::Allowlist) {
+            section.loopback = self.loopback.iter().map(|&p| written(i64::from(p))).collect();
+            section.proxy = Some(written(self.proxy.clone()));
+        }
+        section
+    }
 }
 
 impl LaunchGrants {
@@ -101,7 +131,14 @@ impl LaunchGrants {
             autorun_guard: state.config().autorun.guard,
             programs: Vec::new(),
             log_tag: None,
+            network: None,
         }
+    }
+
+    /// These grants with `network` as the launch's `[network]`.
+    pub fn with_network(mut self, network: LaunchNetwork) -> LaunchGrants {
+        self.network = Some(network);
+        self
     }
 
     /// These grants with denials tagged `tag` on a Mac ([`LaunchGrants::log_tag`]).
@@ -124,7 +161,7 @@ impl LaunchGrants {
 
     /// The policy as TOML text.
     pub fn policy_toml(&self) -> String {
-        use sandboxer::{GrantRule, PathRule, written};
+        use sandboxer::{GrantRule, PathRule};
         let mut doc = sandboxer::PolicyDocument::new(sandboxer::Base::Open);
         doc.unix_sockets = vec![written(self.runtime.join(crate::bridge::SOCKET_NAME))];
         doc.protected = vec![
@@ -167,6 +204,7 @@ impl LaunchGrants {
         crate::programs::apply_guard(&mut doc, self.autorun_guard, &self.programs);
         doc.linux.mask_registry = Some(written(mask_registry(&self.state_root)));
         doc.macos.log_tag = self.log_tag.clone().map(written);
+        doc.network = self.network.as_ref().map(LaunchNetwork::section);
         let mut text = String::from(
             "# Written by the dispatcher for one launch; this is exactly what sandboxer enforces.\n",
         );
@@ -202,6 +240,7 @@ mod tests {
             autorun_guard: true,
             programs: vec![],
             log_tag: None,
+            network: None,
         };
         let text = g.policy_toml();
         let v: toml::Value = toml::from_str(&text).unwrap();

@@ -143,6 +143,7 @@ pub fn plan(
         profile_path.as_deref(),
         &cwd,
         &script_argv,
+        &launch::person_lists_env(),
     );
     Ok(StepLaunch {
         workflow: req.workflow.clone(),

@@ -99,6 +99,7 @@ impl World {
             tmux: PathBuf::from(TMUX),
             clis: vec![PathBuf::from("/opt/clis/bin/codex")],
             as_root: false,
+            lists_env: lists_env(),
         };
         launch::plan(&self.state, adapter, &req, &tools, |_| Ok("test".into()))
     }
@@ -116,6 +117,22 @@ impl World {
         }
         out
     }
+}
+
+/// The person's variables as a launch passes them to `sandboxer exec --lists-env`: fixed
+/// here, so that the snapshots do not depend on the machine's environment.
+fn lists_env() -> Vec<(String, String)> {
+    sandboxer::ways_out::ENV_VARS
+        .iter()
+        .map(|k| {
+            let v = match *k {
+                "XDG_CONFIG_HOME" => "/home/ada/.config",
+                "SSH_AUTH_SOCK" => "/tmp/ssh-agent.sock",
+                _ => "",
+            };
+            (k.to_string(), v.to_string())
+        })
+        .collect()
 }
 
 fn chat() -> ChatId {
@@ -411,8 +428,10 @@ fn nothing_points_at_the_persons_own_config() {
     let w = World::new();
     for (a, target, mode, plan) in w.all_plans() {
         let ctx = format!("{} {target} {mode}", a.name);
+        // The CLI's own arguments: the wrapper's name the person's config on purpose, for the
+        // lists the sandbox masks (`--lists-env`).
         let mut texts: Vec<(String, &str)> = plan
-            .argv
+            .cli_argv
             .iter()
             .map(|s| ("argv".to_string(), s.as_str()))
             .collect();
@@ -729,6 +748,7 @@ fn without_a_sandbox_only_sound_bridge_only_runs() {
         tmux: TMUX.into(),
         clis: vec![],
         as_root: false,
+        lists_env: lists_env(),
     };
     let e = launch::plan(&w.state, &opencode, &req, &tools, |_| {
         Err("no Landlock here".into())
@@ -755,6 +775,7 @@ fn without_a_sandbox_a_cli_runs_only_from_files_every_confined_launch_guarded() 
         tmux: TMUX.into(),
         clis: vec![],
         as_root: false,
+        lists_env: lists_env(),
     };
     let req = |cli: &str, mode| LaunchRequest {
         cli: cli.into(),

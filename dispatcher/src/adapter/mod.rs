@@ -281,6 +281,9 @@ pub struct Adapter {
     pub login_env: Option<Spanned<Vec<String>>>,
     /// How to point it at a model endpoint, when it can be.
     pub model_endpoint: Option<ModelEndpointSpec>,
+    /// The hosts its CLI needs (`[network] hosts`), allowed when a launch's network is an
+    /// allowlist (docs/network.md).
+    pub network_hosts: Vec<String>,
     /// Where it was loaded from, for messages.
     pub source: String,
 }

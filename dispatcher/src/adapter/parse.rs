@@ -55,6 +55,16 @@ struct RawAdapter {
     login_env: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     model_endpoint: Option<ModelEndpointSpec>,
+    #[serde(default)]
+    network: Option<AdapterNetwork>,
+}
+
+/// `[network]` of an adapter: the hosts its CLI needs (its model API, its login), allowed in
+/// `allowlist` mode.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AdapterNetwork {
+    hosts: Vec<Spanned<String>>,
 }
 
 fn default_version_args() -> Vec<String> {
@@ -130,6 +140,25 @@ impl Adapter {
             bridge_only_needs_sandbox: raw.bridge_only_needs_sandbox,
             login_env: raw.login_env,
             model_endpoint: raw.model_endpoint,
+            network_hosts: match &raw.network {
+                Some(n) => n
+                    .hosts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        sandboxer::network::HostPattern::parse(h.get_ref())
+                            .map(|_| h.get_ref().clone())
+                            .map_err(|e| {
+                                cx.error(
+                                    h.span(),
+                                    &format!("network.hosts[{i}]"),
+                                    format!("{:?}: {e}", h.get_ref()),
+                                )
+                            })
+                    })
+                    .collect::<Result<_, _>>()?,
+                None => Vec::new(),
+            },
             source: file.to_string(),
         };
         adapter.validate(&cx)?;

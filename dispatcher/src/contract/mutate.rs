@@ -209,6 +209,7 @@ mod tests {
             autorun_guard: true,
             programs: vec![],
             log_tag: Some("[agentworks:c]".into()),
+            network: None,
         };
         let text = g.policy_toml();
         let t = |m: Mutation| -> toml::Table { toml::from_str(&m.apply(&text).unwrap()).unwrap() };

@@ -61,6 +61,10 @@ pub unsafe fn run_attached(state: &StateRoot, planned: &Planned, home: &Path) ->
     // launch. Only a power loss within those milliseconds could lose it, together with
     // whatever the CLI wrote meanwhile (not flushed either). `exited` is flushed before the
     // dispatcher returns, as every `append` is.
+    // The egress proxy, before the sandbox starts: its relay opens the proxy's socket then.
+    let egress = Confiner::with_waited_signals_blocked(|| {
+        super::serve_egress(policy_text, &launch.chat, &events)
+    })?;
     let denials = Confiner::with_waited_signals_blocked(|| {
         crate::denials::watch_chat(&launch.chat, launch.confined, &events)
     });
@@ -80,6 +84,7 @@ pub unsafe fn run_attached(state: &StateRoot, planned: &Planned, home: &Path) ->
     };
     drop(bridge);
     drop(denials);
+    drop(egress);
     let code = code?;
     events.append(&Event::exited(launch, code))?;
     Ok(code)

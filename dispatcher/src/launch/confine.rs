@@ -185,17 +185,27 @@ pub fn wrapper_argv(
     profile_path: Option<&Path>,
     cwd: &Path,
     program_argv: &[String],
+    lists_env: &[(String, String)],
 ) -> Vec<String> {
     let mut argv = match target {
-        Target::Linux => vec![
-            sandboxer.display().to_string(),
-            "exec".into(),
-            "--policy".into(),
-            policy_path.display().to_string(),
-            "--cwd".into(),
-            cwd.display().to_string(),
-            "--".into(),
-        ],
+        Target::Linux => {
+            let mut argv = vec![
+                sandboxer.display().to_string(),
+                "exec".into(),
+                "--policy".into(),
+                policy_path.display().to_string(),
+                "--cwd".into(),
+                cwd.display().to_string(),
+            ];
+            // The lists are the person's, whatever the CLI's own environment says (an adapter
+            // may move XDG_CONFIG_HOME into the chat's runtime).
+            for (name, value) in lists_env {
+                argv.push("--lists-env".into());
+                argv.push(format!("{name}={value}"));
+            }
+            argv.push("--".into());
+            argv
+        }
         Target::Macos => vec![
             "/usr/bin/sandbox-exec".to_string(),
             "-f".into(),
@@ -207,4 +217,14 @@ pub fn wrapper_argv(
     };
     argv.extend(program_argv.iter().cloned());
     argv
+}
+
+/// The person's values of the variables the ways-out and autorun lists read, from this
+/// process (the dispatcher runs with the person's environment), an unset one as empty: what
+/// `sandboxer exec --lists-env` resolves the lists with in every launch.
+pub fn person_lists_env() -> Vec<(String, String)> {
+    sandboxer::ways_out::ENV_VARS
+        .iter()
+        .map(|k| (k.to_string(), std::env::var(k).unwrap_or_default()))
+        .collect()
 }

@@ -6,6 +6,7 @@
 //! confine.rs   the confinement decision: can this machine enforce the policy, which mode,
 //!              the wrapper a confined launch runs in
 //! endpoint.rs  a model endpoint of the launch's choosing, applied from the adapter's data
+//! network.rs   its [network] section, and the egress proxy served while it runs
 //! plan.rs      the launch as data: policy, mode, argv, environment, files (nothing written)
 //! resolve.rs   a Mac's profile, its policy resolved for the Mac user
 //! files.rs     its files (and a Mac's profile) written into the runtime, symlinks refused
@@ -35,6 +36,7 @@ mod error;
 mod files;
 mod keychain;
 mod ledger;
+mod network;
 mod plan;
 mod request;
 mod resolve;
@@ -44,12 +46,15 @@ use std::path::Path;
 
 pub use attached::run_attached;
 pub use bridge::serve_bridge;
-pub use confine::{Confinement, Decide, Resolved, confinement, decide_mode, wrapper_argv};
+pub use confine::{
+    Confinement, Decide, Resolved, confinement, decide_mode, person_lists_env, wrapper_argv,
+};
 pub use ending::{exit_code, of_status};
 pub use endpoint::{DUMMY_KEY, ModelEndpoint};
 pub use error::LaunchError;
 pub use files::{LaunchFiles, ensure_real_dir, seatbelt_profile};
 pub use ledger::{Ledger, LedgerError, Unprotected};
+pub use network::{EGRESS_SOCKET, egress_socket, serve_egress};
 pub use plan::{ENV_REMOVED, FileSource, LAUNCH_DIR, Launch, PROMPT_NOTE, PlannedFile, plan};
 pub use request::{LaunchRequest, Tools, tools};
 pub use resolve::render_seatbelt;

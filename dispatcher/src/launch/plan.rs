@@ -120,7 +120,13 @@ pub fn plan(
     let config_home = runtime.join("cli-home").join(&adapter.name);
     let grants = LaunchGrants::new(state, runtime.clone(), &req.workflow, &req.attach)
         .with_programs(programs_run_outside(tools))
-        .with_log_tag(crate::denials::chat_tag(&req.chat));
+        .with_log_tag(crate::denials::chat_tag(&req.chat))
+        .with_network(super::network::launch_network(
+            state,
+            adapter,
+            req.model_endpoint.as_ref(),
+            &runtime,
+        ));
     let policy_text = grants.policy_toml();
     let policy_path = launch_dir.join("policy.toml");
 
@@ -306,6 +312,7 @@ pub fn plan(
             profile_path.as_deref(),
             &cwd,
             &cli_argv,
+            &tools.lists_env,
         )
     } else {
         cli_argv.clone()

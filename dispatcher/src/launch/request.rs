@@ -46,6 +46,8 @@ pub struct Tools {
     /// a bridge-only launch), so guarded in every launch, whichever CLI it runs.
     pub clis: Vec<PathBuf>,
     pub as_root: bool,
+    /// The person's values of the lists' variables ([`super::person_lists_env`]).
+    pub lists_env: Vec<(String, String)>,
 }
 
 /// Finds the tools a launch needs. The CLI binary may be missing for a dry run (its name is
@@ -66,5 +68,6 @@ pub fn tools(adapter: &Adapter, target: Target) -> Result<Tools, LaunchError> {
         tmux: crate::programs::tmux().to_path_buf(),
         clis: crate::programs::installed_clis(),
         as_root: platform::as_root(),
+        lists_env: super::person_lists_env(),
     })
 }

@@ -28,10 +28,12 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{ChatId, WorkflowId};
 
 pub mod error;
+mod network;
 mod secrets;
 pub mod write;
 
 use error::io_err;
+pub use network::NetworkConfig;
 pub use error::{ENV_STATE_ROOT, StateError};
 pub use write::{write_atomic, write_regenerated};
 
@@ -109,6 +111,8 @@ pub struct Config {
     pub open_url: OpenUrl,
     #[serde(default, skip_serializing_if = "AutorunConfig::is_default")]
     pub autorun: AutorunConfig,
+    #[serde(default, skip_serializing_if = "NetworkConfig::is_default")]
+    pub network: NetworkConfig,
 }
 
 /// An opened, validated state root.
@@ -194,6 +198,7 @@ impl StateRoot {
             folder_guard: FolderGuard::default(),
             open_url: OpenUrl::default(),
             autorun: AutorunConfig::default(),
+            network: NetworkConfig::default(),
         };
         let state = StateRoot { root, config };
         for dir in state.layout_dirs() {
@@ -326,6 +331,7 @@ impl StateRoot {
         for (i, b) in config.folder_guard.blocked.iter().enumerate() {
             check_blocked(&config_path, i, b)?;
         }
+        config.network.check(&config_path)?;
         if let Some(d) = &config.docs_root
             && !d.is_absolute()
         {

@@ -39,6 +39,10 @@ impl From<ResolveError> for PolicyError {
 #[derive(Clone, Debug)]
 pub struct ResolveOptions {
     pub target: Target,
+    /// The variables the ways-out and autorun lists are resolved with, when not this
+    /// process's (`sandboxer exec --lists-env`): each named one replaces the process's, an
+    /// empty value unsets it.
+    pub lists_env: Option<std::collections::BTreeMap<String, String>>,
     /// The person's home, absolute. `~` expands to it.
     pub home: PathBuf,
     /// Resolve symlinks through this machine's filesystem. True when rendering for this
@@ -83,6 +87,7 @@ impl ResolveOptions {
     ) -> Result<ResolveOptions, PolicyError> {
         let home = check_home(&home, target, resolve_symlinks)?;
         Ok(ResolveOptions {
+            lists_env: None,
             target,
             home,
             resolve_symlinks,
@@ -124,7 +129,7 @@ impl ResolveOptions {
         if self.target == Target::Linux && !self.target.is_host() {
             return Ok(());
         }
-        let env = Env::for_target(self.target, &self.home, uid, user);
+        let env = self.lists_env_for(uid, user);
         let list = autorun::list::load(self.target, profiles_dir, &env)?;
         self.autorun.retain(|e| e.origin.starts_with("(programs)"));
         self.autorun.extend(list.entries);
@@ -191,9 +196,19 @@ impl ResolveOptions {
         if self.target == Target::Linux && !self.target.is_host() {
             return Ok(());
         }
-        let env = Env::for_target(self.target, &self.home, uid, user);
+        let env = self.lists_env_for(uid, user);
         self.ways_out = ways_out::load(self.target, profiles_dir, &env)?;
         Ok(())
+    }
+
+    /// Whose lists: [`Env::for_target`], with [`ResolveOptions::lists_env`] over the
+    /// process's variables.
+    fn lists_env_for(&self, uid: Option<u32>, user: Option<&str>) -> Env {
+        let mut env = Env::for_target(self.target, &self.home, uid, user);
+        for (name, value) in self.lists_env.iter().flatten() {
+            env.vars.insert(name.clone(), value.clone());
+        }
+        env
     }
 }
 

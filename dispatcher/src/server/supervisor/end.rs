@@ -40,6 +40,7 @@ impl Supervisor {
         }
         // Its denials are in the log before the event that ends the launch.
         drop(r.denials.take());
+        drop(r.egress.take());
         let kind = match ending.code {
             Some(code) => EventKind::Exited { code },
             None => EventKind::Lost {
@@ -89,6 +90,7 @@ impl Supervisor {
             b.shutdown();
         }
         drop(r.denials.take());
+        drop(r.egress.take());
         match (&r.proc, child) {
             (Proc::Owned(_), Some(mut child)) => {
                 // SAFETY: the child is not reaped: its pid (group leader) is still ours.

@@ -334,6 +334,16 @@ impl Supervisor {
                 return Err(self.fail_launch(record, Some(&events), e));
             }
         };
+        // Before the sandbox starts: its relay opens the proxy's socket then.
+        let egress = match crate::launch::serve_egress(&record.policy_text, &record.chat, &events)
+        {
+            Ok(e) => e,
+            Err(e) => {
+                drop(bridge);
+                let e = internal(format!("cannot serve the chat's egress proxy: {e}"));
+                return Err(self.fail_launch(record, Some(&events), e));
+            }
+        };
         let (proc, tails, child) = match record.supervision {
             Supervision::Structured => match self.spawn_structured(&record, launch) {
                 Ok((ident, tails, child)) => {
@@ -370,6 +380,7 @@ impl Supervisor {
             events,
             bridge: Some(bridge),
             denials,
+            egress,
             proc,
             tails,
             adopted: false,

@@ -163,6 +163,7 @@ impl Supervisor {
                     b.shutdown();
                 }
                 drop(r.denials.take());
+                drop(r.egress.take());
                 if let Err(e) = r.events.sync() {
                     warn(format!("chat {}: {e}", r.record.chat));
                 }

@@ -206,6 +206,7 @@ impl Supervisor {
                 events: events_log,
                 bridge: None,
                 denials: None,
+                egress: None,
                 proc: Proc::Tmux(session.clone()),
                 tails,
                 adopted: true,
@@ -227,6 +228,7 @@ impl Supervisor {
                     events: events_log,
                     bridge: None,
                     denials: None,
+                    egress: None,
                     proc,
                     adopted: true,
                     dead_since: None,
@@ -270,12 +272,23 @@ impl Supervisor {
         let line = format!("launch {} adopted (still running)", record.launch);
         let tails = self.resume_tails(&record, &h);
         let denials = crate::denials::watch_chat(&chat, record.confined, &events_log);
+        // Its egress proxy again, from the journal's copy of the policy, at the same socket:
+        // the sandbox's relay looks the socket up at each connection (connections made while no
+        // server ran failed).
+        let egress = match crate::launch::serve_egress(&record.policy_text, &chat, &events_log) {
+            Ok(e) => e,
+            Err(e) => {
+                warn(format!("chat {chat}: its egress proxy is not served again: {e}"));
+                None
+            }
+        };
         (
             SlotState::Running(Box::new(Running {
                 record,
                 events: events_log,
                 bridge: Some(bridge),
                 denials,
+                egress,
                 proc,
                 tails,
                 adopted: true,

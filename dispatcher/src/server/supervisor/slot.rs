@@ -29,6 +29,8 @@ pub(super) struct Running {
     pub(super) bridge: Option<BridgeHandle>,
     /// On a Mac, the chat's Seatbelt denials streamed into its events (`crate::denials`).
     pub(super) denials: Option<crate::denials::Watch>,
+    /// The chat's egress proxy, when its network has one (`launch::serve_egress`).
+    pub(super) egress: Option<crate::egress::ProxyHandle>,
     pub(super) proc: Proc,
     pub(super) tails: Vec<Tail>,
     /// Taken over by this server after a restart.

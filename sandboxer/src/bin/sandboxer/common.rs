@@ -34,6 +34,12 @@ pub struct PolicyArgs {
     /// process's on this machine; the last component of --home for another.
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
+    /// A variable the ways-out and autorun lists are resolved with (XDG_CONFIG_HOME,
+    /// SSH_AUTH_SOCK, …), instead of this process's: the person's, when the command runs with
+    /// another environment (the dispatcher passes every one; an empty value is unset).
+    /// Repeatable.
+    #[arg(long = "lists-env", value_name = "NAME=VALUE")]
+    pub lists_env: Vec<String>,
 }
 
 pub fn parse_target(s: &str) -> Result<Target, String> {
@@ -59,6 +65,20 @@ impl PolicyArgs {
                 .context("HOME is not set; pass --home")?,
         };
         let mut opts = ResolveOptions::new(target, home, target.is_host())?;
+        for pair in &self.lists_env {
+            let (name, value) = pair
+                .split_once('=')
+                .with_context(|| format!("--lists-env {pair:?}: expected NAME=VALUE"))?;
+            if !sandboxer::ways_out::ENV_VARS.contains(&name) {
+                bail!(
+                    "--lists-env {name}: not a variable the lists read (expected one of {})",
+                    sandboxer::ways_out::ENV_VARS.join(", ")
+                );
+            }
+            opts.lists_env
+                .get_or_insert_with(Default::default)
+                .insert(name.to_string(), value.to_string());
+        }
         if let Some(dir) = &self.profiles_dir {
             let file = dir.join("launchers.toml");
             if file.exists() {

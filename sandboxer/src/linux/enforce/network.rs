@@ -16,6 +16,8 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,8 +39,17 @@ enum Carry {
 
 /// The relay's listeners, bound in the sandbox's network, ready to serve.
 pub(super) struct Listeners {
-    proxy: Arc<PathBuf>,
+    /// The proxy's socket, reached through its folder opened before the command runs
+    /// ([`open_socket`]).
+    proxy: Arc<Proxy>,
     listeners: Vec<(TcpListener, Carry)>,
+}
+
+/// The path PID 1 connects to, and the folder descriptor it goes through: held as long as any
+/// relay thread may connect (closed, `/proc/self/fd/N` would name nothing, or another file).
+struct Proxy {
+    path: PathBuf,
+    _folder: Option<OwnedFd>,
 }
 
 /// In PID 1, with its capabilities in the sandbox's user namespace: a network namespace of
@@ -56,10 +67,14 @@ pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Listeners>, E
     loopback_up()?;
     let Some(relay) = &net.relay else {
         return Ok(Some(Listeners {
-            proxy: Arc::new(PathBuf::new()),
+            proxy: Arc::new(Proxy {
+                path: PathBuf::new(),
+                _folder: None,
+            }),
             listeners: Vec::new(),
         }));
     };
+    let (fd, via) = open_socket(&relay.proxy)?;
     let mut listeners = Vec::new();
     for (port, carry) in std::iter::once((relay.port, Carry::AsIs))
         .chain(relay.loopback.iter().map(|&p| (p, Carry::Loopback(p))))
@@ -69,9 +84,52 @@ pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Listeners>, E
         }
     }
     Ok(Some(Listeners {
-        proxy: Arc::new(relay.proxy.clone()),
+        proxy: Arc::new(Proxy {
+            path: via,
+            _folder: Some(fd),
+        }),
         listeners,
     }))
+}
+
+/// The folder of the proxy's socket, opened (`O_PATH`), and the path through it that PID 1
+/// connects to: `/proc/self/fd/N/NAME`. The folder is the one checked now, whatever is renamed
+/// later; the socket is looked up at each connection, so a proxy served anew at that name (a
+/// restarted dispatcher) is reached again; and the path stays short, however long the real
+/// one (a socket address holds 108 bytes). The socket must be there now.
+fn open_socket(path: &Path) -> Result<(OwnedFd, PathBuf), EnforceError> {
+    let fail = |what: String| EnforceError::new(Layer::Network, what);
+    let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(fail(format!("the proxy {path:?} names no socket in a folder")));
+    };
+    let c = std::ffi::CString::new(folder.as_os_str().as_bytes())
+        .map_err(|_| fail(format!("the proxy {path:?} contains a NUL byte")))?;
+    // SAFETY: a plain open of a NUL-terminated path; the descriptor is owned below.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(fail(format!(
+            "opening the folder of the egress proxy's socket {path:?}: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: just opened, owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let meta = nix::sys::stat::fstatat(
+        &fd,
+        name,
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .map_err(|e| fail(format!("the egress proxy's socket {path:?}: {e}")))?;
+    if meta.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(fail(format!("the egress proxy {path:?} is not a socket")));
+    }
+    let via = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())).join(name);
+    Ok((fd, via))
 }
 
 /// Binds `port` on the sandbox's `127.0.0.1`, and on `[::1]` where the kernel has IPv6.
@@ -148,7 +206,7 @@ impl Listeners {
     }
 }
 
-fn accept(listener: TcpListener, carry: Carry, proxy: Arc<PathBuf>) {
+fn accept(listener: TcpListener, carry: Carry, proxy: Arc<Proxy>) {
     for client in listener.incoming() {
         let Ok(client) = client else { continue };
         let proxy = Arc::clone(&proxy);
@@ -156,7 +214,7 @@ fn accept(listener: TcpListener, carry: Carry, proxy: Arc<PathBuf>) {
         let _ = std::thread::Builder::new()
             .name("network-relay-conn".into())
             .spawn(move || {
-                let _ = carry_one(client, carry, &proxy);
+                let _ = carry_one(client, carry, &proxy.path);
             });
     }
 }
