@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::ModelPart;
 use super::api::{launch_body, launch_events};
 use super::checks::tail;
 use super::links;
 use super::scripted::{ScriptedRun, ran_line};
-use super::ModelPart;
 use crate::adapter::Adapter;
 use crate::contract::fixture::{Fixtures, Variant};
 use crate::contract::report::{Column, How};
@@ -99,7 +99,10 @@ pub(super) fn model_part(
     harness: &Column,
 ) -> ModelPart {
     let detail = match driver {
-        Driver::Scripted => "the scripted model on 127.0.0.1 (no login; --real-model asks the CLI's own)".to_string(),
+        Driver::Scripted => {
+            "the scripted model on 127.0.0.1 (no login; --real-model asks the CLI's own)"
+                .to_string()
+        }
         Driver::Login(Login::Files(f)) => format!(
             "logged in: {}",
             f.iter()
@@ -158,7 +161,8 @@ pub(super) fn model_part(
             ) {
                 Ok(s) => Some(s),
                 Err(e) => {
-                    part.attempts.push(format!("the scripted model did not start: {e}"));
+                    part.attempts
+                        .push(format!("the scripted model did not start: {e}"));
                     break;
                 }
             },
@@ -175,42 +179,51 @@ pub(super) fn model_part(
         let mut ran_it = false;
         let mut never_asked = false;
         let mut how = String::new();
-        let result = r.live_run_with(Variant::Chat, &live, &run_id, &vars_path, &mut |_fx: &mut Fixtures| {
-            let _ = fs::remove_file(&report);
-            let v = client
-                .call("POST", "/v1/chats/launch", Some(&body))
-                .and_then(|r| r.ok())
-                .map_err(|e| format!("launching the model run: {e:#}"))?;
-            let launch = v["launch"].as_str().unwrap_or("").to_string();
-            how = wait_for_end(client, &chat, &launch, timeout);
-            let output = launch_events(client, &chat, &launch)
-                .map(|evs| {
-                    evs.iter()
-                        .filter(|e| e["event"] == "output")
-                        .filter_map(|e| e["text"].as_str())
-                        .collect::<String>()
-                })
-                .unwrap_or_default();
-            match fs::read_to_string(&report) {
-                Ok(t) => {
-                    ran_it = true;
-                    Ok(HarnessOutput { report: Ok(t), stderr: output })
-                }
-                Err(_) => {
-                    let why = scripted.as_ref().and_then(ScriptedRun::no_report);
-                    never_asked = why.is_some();
-                    Ok(HarnessOutput {
-                        report: Err(format!(
-                            "{} (no {}; the chat {how}; its output ends: {})",
-                            why.unwrap_or_else(|| "the CLI did not run the harness".into()),
-                            report.display(),
-                            tail(&output, 300)
-                        )),
-                        stderr: String::new(),
+        let result = r.live_run_with(
+            Variant::Chat,
+            &live,
+            &run_id,
+            &vars_path,
+            &mut |_fx: &mut Fixtures| {
+                let _ = fs::remove_file(&report);
+                let v = client
+                    .call("POST", "/v1/chats/launch", Some(&body))
+                    .and_then(|r| r.ok())
+                    .map_err(|e| format!("launching the model run: {e:#}"))?;
+                let launch = v["launch"].as_str().unwrap_or("").to_string();
+                how = wait_for_end(client, &chat, &launch, timeout);
+                let output = launch_events(client, &chat, &launch)
+                    .map(|evs| {
+                        evs.iter()
+                            .filter(|e| e["event"] == "output")
+                            .filter_map(|e| e["text"].as_str())
+                            .collect::<String>()
                     })
+                    .unwrap_or_default();
+                match fs::read_to_string(&report) {
+                    Ok(t) => {
+                        ran_it = true;
+                        Ok(HarnessOutput {
+                            report: Ok(t),
+                            stderr: output,
+                        })
+                    }
+                    Err(_) => {
+                        let why = scripted.as_ref().and_then(ScriptedRun::no_report);
+                        never_asked = why.is_some();
+                        Ok(HarnessOutput {
+                            report: Err(format!(
+                                "{} (no {}; the chat {how}; its output ends: {})",
+                                why.unwrap_or_else(|| "the CLI did not run the harness".into()),
+                                report.display(),
+                                tail(&output, 300)
+                            )),
+                            stderr: String::new(),
+                        })
+                    }
                 }
-            }
-        });
+            },
+        );
         match result {
             Ok(judged) => {
                 let mut col =
@@ -232,7 +245,10 @@ pub(super) fn model_part(
                     })
                     .map(|m| m.probe.clone())
                     .collect();
-                part.checks = scripted.as_ref().map(ScriptedRun::checks).unwrap_or_default();
+                part.checks = scripted
+                    .as_ref()
+                    .map(ScriptedRun::checks)
+                    .unwrap_or_default();
                 part.status = "ran".into();
                 part.column = Some(col);
                 break;
