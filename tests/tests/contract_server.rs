@@ -1,6 +1,7 @@
 //! `dispatcher test cli-sandbox-contract`: the sandbox contract through a server the command
 //! starts itself. The real CLIs (scripts/install-clis.sh, `.tools/clis/bin`) pass with the
-//! model part skipped (nobody is logged in here); a policy broken *by the server* fails on
+//! real model's part skipped (`--real-model`: nobody is logged in here; the scripted model's
+//! part 3 is tests/tests/cli_model_driven.rs's); a policy broken *by the server* fails on
 //! exactly the probes that guard it; the logged-in path runs end to end with a fake CLI whose
 //! "model" runs the harness script it is asked to (refusing once, to show the retry); bad
 //! input exits 2 and leaves nothing behind. Every run gets its own home and `--tmp-dir`; the
@@ -149,7 +150,7 @@ fn real_clis_pass_through_the_server() {
     require_root();
     for cli in ["claude", "codex"] {
         let run = Run::new();
-        let out = run.test(Some(&clis), &["--provider", cli, "--json"]);
+        let out = run.test(Some(&clis), &["--provider", cli, "--json", "--real-model"]);
         let v = json(&out);
         assert_eq!(out.status.code(), Some(0), "{cli}: {}", text(&out));
         assert_eq!(v["passed"], true, "{cli}");
@@ -180,7 +181,8 @@ fn real_clis_pass_through_the_server() {
                 "{cli}: {must} not run"
             );
         }
-        // Part 3: nobody is logged in here.
+        // Part 3 with --real-model: nobody is logged in here (the scripted model, the
+        // default, is tests/tests/cli_model_driven.rs's).
         assert_eq!(v["model"]["status"], "skipped: not logged in", "{cli}");
         assert!(v["model"]["column"].is_null());
         // The server it started is gone, and so is its world.
@@ -190,7 +192,7 @@ fn real_clis_pass_through_the_server() {
     }
     // The table says the same, and says the model part was skipped.
     let run = Run::new();
-    let out = run.test(Some(&clis), &["--provider", "codex"]);
+    let out = run.test(Some(&clis), &["--provider", "codex", "--real-model"]);
     let t = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(t.contains("== part 1 · server"), "{t}");
