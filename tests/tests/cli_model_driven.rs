@@ -12,12 +12,12 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use agentworks_e2e::{
-    Runner, Who, as_root_and_user, clis_dir, copy_binaries, dispatcher_bin, missing, repo, text,
-    world_dir,
+    Runner, Who, as_root_and_user, clis_dir, copy_binaries, dispatcher_bin, failing_probes,
+    json_of, missing, repo, text, world_dir,
 };
 use serde_json::Value;
 
@@ -90,20 +90,6 @@ fn clis(runner: &Runner) -> PathBuf {
     dir
 }
 
-fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(o)))
-}
-
-fn failing_probes(col: &Value) -> BTreeSet<String> {
-    col["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["pass"] == false)
-        .map(|r| r["probe"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Part 3 ran with the scripted model and every fact of it holds.
 fn assert_model_ran(cli: &str, v: &Value) {
     let m = &v["model"];
@@ -153,7 +139,7 @@ fn all_five_pass_part_3(who: Who) {
     for (cli, run) in FIVE.iter().zip(runs) {
         let (_world, out, took) = run.join().unwrap();
         eprintln!("{cli}: {:.1} s", took.as_secs_f64());
-        let v = json(&out);
+        let v = json_of(&out);
         let outcome = std::panic::catch_unwind(|| {
             assert_eq!(out.status.code(), Some(0), "{cli}: {}", text(&out));
             assert_model_ran(cli, &v);
@@ -200,7 +186,7 @@ fn a_broken_policy_fails_exactly_the_model_driven_probes_that_guard_it() {
     for ((how, must_fail), run) in cases.iter().zip(runs) {
         let (_world, out) = run.join().unwrap();
         assert_eq!(out.status.code(), Some(1), "{how}: {}", text(&out));
-        let v = json(&out);
+        let v = json_of(&out);
         let model = &v["model"];
         assert_eq!(model["status"], "ran", "{how}: {model}");
         let failed = failing_probes(&model["column"]);
@@ -239,7 +225,7 @@ fn a_cli_that_ignores_its_endpoint_fails_clearly() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     let m = &v["model"];
     assert_eq!(m["status"], "failed", "{m}");
     let attempts = m["attempts"].as_array().unwrap();

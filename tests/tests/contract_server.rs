@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 
 use agentworks_e2e::{
     FakeCli, TEST_USER, as_test_user, chown_r, clis_dir, copy_binaries, dispatcher_bin,
-    require_root, test_user_ids, text,
+    failing_probes, json_of, require_root, test_user_ids, text,
 };
 use serde_json::Value;
 
@@ -92,10 +92,6 @@ impl Run {
     }
 }
 
-fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(o)))
-}
-
 fn alive(pid: i64) -> bool {
     // A zombie has ended; /proc/PID/stat's state says so.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -122,16 +118,6 @@ fn checks(v: &Value) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn failing_probes(col: &Value) -> BTreeSet<String> {
-    col["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["pass"] == false)
-        .map(|r| r["probe"].as_str().unwrap().to_string())
-        .collect()
-}
-
 const SERVER_CHECKS: [&str; 9] = [
     "launched",
     "listed",
@@ -151,7 +137,7 @@ fn real_clis_pass_through_the_server() {
     for cli in ["claude", "codex"] {
         let run = Run::new();
         let out = run.test(Some(&clis), &["--provider", cli, "--json", "--real-model"]);
-        let v = json(&out);
+        let v = json_of(&out);
         assert_eq!(out.status.code(), Some(0), "{cli}: {}", text(&out));
         assert_eq!(v["passed"], true, "{cli}");
         assert_eq!(v["provider"], cli);
@@ -227,7 +213,7 @@ fn a_policy_broken_by_the_server_fails_on_the_probes_that_guard_it() {
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     assert_eq!(v["passed"], false);
     assert!(!v["test_hooks"].as_array().unwrap().is_empty());
     let expected: BTreeSet<String> = [
@@ -318,7 +304,7 @@ fn fake_model_passes(run: &Run, mut c: Command, key: &str, profiles: &Path) -> (
         .arg(profiles);
     run.contract_args(&mut c, "fake", &["--json"]);
     let out = c.output().unwrap();
-    let v = json(&out);
+    let v = json_of(&out);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     (out, v)
 }

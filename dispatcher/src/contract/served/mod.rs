@@ -253,16 +253,8 @@ impl ServedReport {
             sv.pid,
             sv.launch.as_deref().unwrap_or("-")
         );
-        let _ = writeln!(s, "   {:<20} {:<5} DETAIL", "CHECK", "PASS");
-        for c in &sv.checks {
-            let _ = writeln!(
-                s,
-                "   {:<20} {:<5} {}",
-                c.check,
-                if c.pass { "ok" } else { "FAIL" },
-                c.detail
-            );
-        }
+        let _ = writeln!(s, "   {:<22} {:<5} DETAIL", "CHECK", "PASS");
+        check_rows(&mut s, &sv.checks);
         let h = &self.harness;
         let _ = writeln!(
             s,
@@ -277,15 +269,7 @@ impl ServedReport {
         for (i, a) in m.attempts.iter().enumerate() {
             let _ = writeln!(s, "   attempt {}: {a}", i + 1);
         }
-        for c in &m.checks {
-            let _ = writeln!(
-                s,
-                "   {:<22} {:<5} {}",
-                c.check,
-                if c.pass { "ok" } else { "FAIL" },
-                c.detail
-            );
-        }
+        check_rows(&mut s, &m.checks);
         if let Some(c) = &m.column {
             c.table(&mut s);
             if !m.differs_from_harness.is_empty() {
@@ -327,6 +311,20 @@ impl ServedReport {
             let _ = writeln!(s, "kept: {}", k.display());
         }
         s
+    }
+}
+
+/// One line per check: its name, `ok` or `FAIL`, its detail.
+fn check_rows(s: &mut String, checks: &[Check]) {
+    use std::fmt::Write as _;
+    for c in checks {
+        let _ = writeln!(
+            s,
+            "   {:<22} {:<5} {}",
+            c.check,
+            if c.pass { "ok" } else { "FAIL" },
+            c.detail
+        );
     }
 }
 
