@@ -443,6 +443,7 @@ fn test_contract_cmd(
         dispatcher: std::env::current_exe().context("cannot find the dispatcher's own binary")?,
         home: platform::home()?,
         mutation,
+        real_model: args.real_model,
     };
     let report = served::run(&opts)
         .with_context(|| format!("test cli-sandbox-contract --provider {}", args.provider))?;

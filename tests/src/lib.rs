@@ -201,6 +201,22 @@ pub fn inspector_js() -> PathBuf {
     fs::canonicalize(js).unwrap()
 }
 
+/// A command's stdout as JSON; the command's output in the message when it is not.
+pub fn json_of(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(o)))
+}
+
+/// The probes of a contract column (`{"results": [{"probe", "pass"}, …]}`) that failed.
+pub fn failing_probes(col: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    col["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["pass"] == false)
+        .map(|r| r["probe"].as_str().unwrap().to_string())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! `dispatcher test cli-sandbox-contract`: the sandbox contract through a server the command
 //! starts itself. The real CLIs (scripts/install-clis.sh, `.tools/clis/bin`) pass with the
-//! model part skipped (nobody is logged in here); a policy broken *by the server* fails on
+//! real model's part skipped (`--real-model`: nobody is logged in here; the scripted model's
+//! part 3 is tests/tests/cli_model_driven.rs's); a policy broken *by the server* fails on
 //! exactly the probes that guard it; the logged-in path runs end to end with a fake CLI whose
 //! "model" runs the harness script it is asked to (refusing once, to show the retry); bad
 //! input exits 2 and leaves nothing behind. Every run gets its own home and `--tmp-dir`; the
@@ -14,7 +15,7 @@ use std::process::{Command, Output};
 
 use agentworks_e2e::{
     FakeCli, TEST_USER, as_test_user, chown_r, clis_dir, copy_binaries, dispatcher_bin,
-    require_root, test_user_ids, text,
+    failing_probes, json_of, require_root, test_user_ids, text,
 };
 use serde_json::Value;
 
@@ -91,10 +92,6 @@ impl Run {
     }
 }
 
-fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(o)))
-}
-
 fn alive(pid: i64) -> bool {
     // A zombie has ended; /proc/PID/stat's state says so.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -121,16 +118,6 @@ fn checks(v: &Value) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn failing_probes(col: &Value) -> BTreeSet<String> {
-    col["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["pass"] == false)
-        .map(|r| r["probe"].as_str().unwrap().to_string())
-        .collect()
-}
-
 const SERVER_CHECKS: [&str; 9] = [
     "launched",
     "listed",
@@ -149,8 +136,8 @@ fn real_clis_pass_through_the_server() {
     require_root();
     for cli in ["claude", "codex"] {
         let run = Run::new();
-        let out = run.test(Some(&clis), &["--provider", cli, "--json"]);
-        let v = json(&out);
+        let out = run.test(Some(&clis), &["--provider", cli, "--json", "--real-model"]);
+        let v = json_of(&out);
         assert_eq!(out.status.code(), Some(0), "{cli}: {}", text(&out));
         assert_eq!(v["passed"], true, "{cli}");
         assert_eq!(v["provider"], cli);
@@ -180,7 +167,8 @@ fn real_clis_pass_through_the_server() {
                 "{cli}: {must} not run"
             );
         }
-        // Part 3: nobody is logged in here.
+        // Part 3 with --real-model: nobody is logged in here (the scripted model, the
+        // default, is tests/tests/cli_model_driven.rs's).
         assert_eq!(v["model"]["status"], "skipped: not logged in", "{cli}");
         assert!(v["model"]["column"].is_null());
         // The server it started is gone, and so is its world.
@@ -190,7 +178,7 @@ fn real_clis_pass_through_the_server() {
     }
     // The table says the same, and says the model part was skipped.
     let run = Run::new();
-    let out = run.test(Some(&clis), &["--provider", "codex"]);
+    let out = run.test(Some(&clis), &["--provider", "codex", "--real-model"]);
     let t = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(t.contains("== part 1 · server"), "{t}");
@@ -225,7 +213,7 @@ fn a_policy_broken_by_the_server_fails_on_the_probes_that_guard_it() {
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     assert_eq!(v["passed"], false);
     assert!(!v["test_hooks"].as_array().unwrap().is_empty());
     let expected: BTreeSet<String> = [
@@ -316,7 +304,7 @@ fn fake_model_passes(run: &Run, mut c: Command, key: &str, profiles: &Path) -> (
         .arg(profiles);
     run.contract_args(&mut c, "fake", &["--json"]);
     let out = c.output().unwrap();
-    let v = json(&out);
+    let v = json_of(&out);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     (out, v)
 }

@@ -17,17 +17,21 @@
 //!    in `started` (`sandboxer exec --policy <runtime>/.agentworks/policy.toml …`), i.e. under
 //!    the server's policy file itself, with evidence and verdicts exactly as
 //!    `dispatcher contract` decides them;
-//! 3. **model**: when the CLI is logged in, the real CLI is launched headless through the
-//!    server and asked to run the harness script with its own shell tool (up to three
-//!    attempts); the evidence is read off the disk and the fixtures, never from its answer.
-//!    Otherwise the part says `skipped: not logged in`.
+//! 3. **model**: the real CLI is launched headless through the server, pointed at the scripted
+//!    model on loopback (`scripted.rs`; with `--real-model`, or for an adapter without a
+//!    `[model_endpoint]`, its own logged-in model instead), and its own shell tool runs the
+//!    harness script and its own write tool writes a file (up to three attempts); the
+//!    evidence is read off the disk, the fixtures and the model's record, never from its
+//!    answer. A real model without a login says `skipped: not logged in`.
 //!
 //! `docs/contract.md` ("Through the server") says what this covers and what it does not.
 
 mod api;
 mod checks;
 mod harness;
+mod links;
 mod model;
+mod scripted;
 mod server;
 use std::collections::BTreeMap;
 use std::fs;
@@ -47,7 +51,7 @@ use crate::modes::Mode;
 use crate::platform;
 use crate::server::client::Client;
 use harness::server_and_harness;
-use model::{Login, login_state, model_part};
+use model::{Driver, Login, login_state, model_part};
 use server::Server;
 
 /// What the model part says when the CLI has no login here.
@@ -97,11 +101,16 @@ full mode, in the server's own tmux. Then three parts:
            recorded (`sandboxer exec --policy <the server's file> … --`): the grants tested
            are the server's, not this command's planning. Verdicts from evidence, exactly as
            `dispatcher contract` decides them.
-  model    only when the CLI is logged in (a login file of its adapter in $HOME, or one of
-           its adapter's login_env variables set): the CLI is launched headless through the
-           server and asked to run the harness script with its own shell tool, up to three
-           attempts; the verdicts come from the evidence, never from its answer. Otherwise
-           it says \"skipped: not logged in\".
+  model    the CLI is launched headless through the server, pointed (the launch's
+           model_endpoint) at a scripted model on a loopback port of this command: its own
+           shell tool runs the harness script, its own write tool writes a file in the
+           workflow, no login needed; up to three attempts. The verdicts come from the
+           evidence, the file on disk and the model's record (each tool's result reached the
+           next request), never from the CLI's answer; a CLI that never asks the endpoint
+           fails saying so. With --real-model (and for an adapter without a
+           [model_endpoint]) its own logged-in model is asked instead, only when logged in (a
+           login file of its adapter in $HOME, or one of its login_env variables set);
+           otherwise it says \"skipped: not logged in\".
 
 The server is stopped (with its chats) by its own port and pid at the end, also on error; the
 temporary folder is removed unless --keep. Linux only (live).
@@ -123,6 +132,10 @@ pub struct ServedArgs {
     /// Keep the temporary folder (its path is printed).
     #[arg(long)]
     pub keep: bool,
+    /// Part 3 asks the CLI's own logged-in model (skipped when not logged in), not the
+    /// scripted model.
+    #[arg(long)]
+    pub real_model: bool,
     /// Where to make the temporary folder (default $TMPDIR, else /tmp).
     #[arg(long, value_name = "DIR")]
     pub tmp_dir: Option<PathBuf>,
@@ -149,6 +162,8 @@ pub struct ServedOptions {
     pub home: PathBuf,
     /// TEST ONLY: handed to the server as [`crate::server::BREAK_POLICY_ENV`].
     pub mutation: Option<Mutation>,
+    /// Part 3 asks the CLI's logged-in model instead of the scripted one.
+    pub real_model: bool,
 }
 
 /// One fact about the server's handling of the chat.
@@ -176,10 +191,14 @@ pub struct ServerPart {
 pub struct ModelPart {
     /// `skipped: not logged in`, `ran`, or `failed`.
     pub status: String,
-    /// What showed the login (a file or a variable name, never its content), or why none.
+    /// Who played the model: the scripted one, or what showed the login (a file or a
+    /// variable name, never its content), or why there is none.
     pub detail: String,
     /// What each attempt that did not produce a report came to.
     pub attempts: Vec<String>,
+    /// With the scripted model: the endpoint asked, each tool's result back in the next
+    /// request, the write tool's file on disk.
+    pub checks: Vec<Check>,
     /// The probes, decided from the evidence of the run the model made.
     pub column: Option<Column>,
     /// Probes whose verdict differs from the harness part's (information: a structured run
@@ -190,7 +209,7 @@ pub struct ModelPart {
 impl ModelPart {
     pub fn passed(&self) -> bool {
         match &self.column {
-            Some(c) => self.status == "ran" && c.passed(),
+            Some(c) => self.status == "ran" && c.passed() && self.checks.iter().all(|k| k.pass),
             None => self.status == NOT_LOGGED_IN,
         }
     }
@@ -234,16 +253,8 @@ impl ServedReport {
             sv.pid,
             sv.launch.as_deref().unwrap_or("-")
         );
-        let _ = writeln!(s, "   {:<20} {:<5} DETAIL", "CHECK", "PASS");
-        for c in &sv.checks {
-            let _ = writeln!(
-                s,
-                "   {:<20} {:<5} {}",
-                c.check,
-                if c.pass { "ok" } else { "FAIL" },
-                c.detail
-            );
-        }
+        let _ = writeln!(s, "   {:<22} {:<5} DETAIL", "CHECK", "PASS");
+        check_rows(&mut s, &sv.checks);
         let h = &self.harness;
         let _ = writeln!(
             s,
@@ -258,6 +269,7 @@ impl ServedReport {
         for (i, a) in m.attempts.iter().enumerate() {
             let _ = writeln!(s, "   attempt {}: {a}", i + 1);
         }
+        check_rows(&mut s, &m.checks);
         if let Some(c) = &m.column {
             c.table(&mut s);
             if !m.differs_from_harness.is_empty() {
@@ -302,6 +314,20 @@ impl ServedReport {
     }
 }
 
+/// One line per check: its name, `ok` or `FAIL`, its detail.
+fn check_rows(s: &mut String, checks: &[Check]) {
+    use std::fmt::Write as _;
+    for c in checks {
+        let _ = writeln!(
+            s,
+            "   {:<22} {:<5} {}",
+            c.check,
+            if c.pass { "ok" } else { "FAIL" },
+            c.detail
+        );
+    }
+}
+
 /// Runs the test.
 pub fn run(o: &ServedOptions) -> Result<ServedReport, ServedError> {
     let started = Instant::now();
@@ -332,6 +358,15 @@ pub fn run(o: &ServedOptions) -> Result<ServedReport, ServedError> {
         )));
     }
     let login = login_state(&a, &o.home);
+    let driver = if o.real_model || a.model_endpoint.is_none() {
+        Driver::Login(login.clone())
+    } else {
+        Driver::Scripted
+    };
+    let login = match &driver {
+        Driver::Login(l) => l.clone(),
+        Driver::Scripted => Login::No,
+    };
     let copts = Options {
         clis: vec![a.name.clone()],
         chat: true,
@@ -408,6 +443,9 @@ pub fn run(o: &ServedOptions) -> Result<ServedReport, ServedError> {
     // After the server read config.json: the unconfined control run writes into it (the
     // `config-json-write` probe succeeds there, as it must).
     r.control(Variant::Chat, &sets.chat, &chat_files, &sandboxer);
+    if let Err(e) = links::unlink_secret_copies(&r.layout) {
+        r.errors.push(e);
+    }
 
     let mut part = ServerPart {
         port: server.port,
@@ -431,8 +469,8 @@ pub fn run(o: &ServedOptions) -> Result<ServedReport, ServedError> {
         &sandboxer,
         &mut part,
     );
-    let model = match &login {
-        Login::No => ModelPart {
+    let model = match &driver {
+        Driver::Login(Login::No) => ModelPart {
             status: NOT_LOGGED_IN.into(),
             detail: format!(
                 "no login file of the adapter ({}) in {} and none of its login_env variables ({}) set",
@@ -458,17 +496,18 @@ pub fn run(o: &ServedOptions) -> Result<ServedReport, ServedError> {
                     .unwrap_or_else(|| "it names none".into())
             ),
             attempts: Vec::new(),
+            checks: Vec::new(),
             column: None,
             differs_from_harness: Vec::new(),
         },
-        login => model_part(
+        driver => model_part(
             &mut r,
             &a,
             &client,
             &sets.chat,
             &chat_files,
             &sandboxer,
-            login,
+            driver,
             &harness,
         ),
     };
@@ -518,6 +557,7 @@ mod tests {
             status: NOT_LOGGED_IN.into(),
             detail: String::new(),
             attempts: Vec::new(),
+            checks: Vec::new(),
             column: None,
             differs_from_harness: Vec::new(),
         };

@@ -1,5 +1,5 @@
-//! Part 3 of the served contract: the CLI's model runs the harness through the server,
-//! when the CLI is logged in here.
+//! Part 3 of the served contract: the CLI's model runs the harness through the server — the
+//! scripted model by default, the CLI's own logged-in model when asked for.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -11,6 +11,8 @@ use serde_json::json;
 use super::ModelPart;
 use super::api::{launch_body, launch_events};
 use super::checks::tail;
+use super::links;
+use super::scripted::{ScriptedRun, ran_line};
 use crate::adapter::Adapter;
 use crate::contract::fixture::{Fixtures, Variant};
 use crate::contract::report::{Column, How};
@@ -20,8 +22,11 @@ use crate::server::client::Client;
 
 /// How often the model is asked to run the harness before the part fails.
 pub(super) const MODEL_ATTEMPTS: usize = 3;
-/// How long one model run may take.
+/// How long one run of a real model may take.
 const MODEL_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long one run against the scripted model may take: its turns are instant, so a run
+/// that takes longer is stuck (a CLI waiting for an approval, retrying a refused request).
+const SCRIPTED_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How the CLI is logged in here, if it is.
 #[derive(Debug, Clone)]
@@ -68,10 +73,20 @@ pub(super) fn login_state(a: &Adapter, home: &Path) -> Login {
     Login::No
 }
 
-/// Part 3, logged in: the real CLI, launched headless through the server, is asked to run
-/// the harness script with its own shell tool; up to [`MODEL_ATTEMPTS`] attempts while it
-/// does not. Its answer is never read for a verdict: the report the harness wrote, the disk
-/// and the fixtures decide.
+/// Who plays the model in part 3.
+#[derive(Debug, Clone)]
+pub(super) enum Driver {
+    /// The scripted model on loopback, the CLI pointed at it (`scripted.rs`).
+    Scripted,
+    /// The CLI's own login and its real model.
+    Login(Login),
+}
+
+/// Part 3: the real CLI, launched headless through the server, is asked to run the harness
+/// script with its own shell tool (and, with the scripted model, to write a file with its own
+/// write tool); up to [`MODEL_ATTEMPTS`] attempts while it does not. Its answer is never read
+/// for a verdict: the report the harness wrote, the disk, the fixtures and the scripted
+/// model's record decide.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn model_part(
     r: &mut Runner<'_>,
@@ -80,46 +95,57 @@ pub(super) fn model_part(
     probes: &[sandboxer::probe::Probe],
     queries: &[PathBuf],
     sandboxer: &Path,
-    login: &Login,
+    driver: &Driver,
     harness: &Column,
 ) -> ModelPart {
-    let detail = match login {
-        Login::Files(f) => format!(
+    let detail = match driver {
+        Driver::Scripted => {
+            "the scripted model on 127.0.0.1 (no login; --real-model asks the CLI's own)"
+                .to_string()
+        }
+        Driver::Login(Login::Files(f)) => format!(
             "logged in: {}",
             f.iter()
                 .map(|(p, _)| p.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        Login::Env(k, _) => format!("logged in: ${k} is set"),
-        Login::No => unreachable!("only called when logged in"),
+        Driver::Login(Login::Env(k, _)) => format!("logged in: ${k} is set"),
+        Driver::Login(Login::No) => unreachable!("only called when logged in"),
     };
     let mut part = ModelPart {
         status: "failed".into(),
         detail,
         attempts: Vec::new(),
+        checks: Vec::new(),
         column: None,
         differs_from_harness: Vec::new(),
     };
     let host = r.host.expect("live");
     let chat = r.layout.chat.to_string();
     let runtime = r.layout.state.runtime(&r.layout.chat);
+    let workflow = r.layout.state.workflow(&r.layout.workflow);
     let live = r.live_probes(probes);
     for attempt in 1..=MODEL_ATTEMPTS {
         let started = Instant::now();
+        if let Err(e) = links::unlink_secret_copies(&r.layout) {
+            part.attempts.push(e);
+            break;
+        }
         let run_id = r.next_run_id();
         let (hargv, vars_path) = r.harness_argv(&run_id, queries, sandboxer);
         // The report goes where the chat may write: its runtime.
         let report = runtime.join(format!(".contract-report-{run_id}.json"));
         let script = r.layout.harness_dir.join(format!("model-{run_id}.sh"));
         let text = format!(
-            "#!/bin/sh\n# The sandbox contract's harness, run by the CLI's own shell tool.\nexec {} > {}\n",
+            "#!/bin/sh\n# The sandbox contract's harness, run by the CLI's own shell tool.\n{} > {}\necho {}\n",
             hargv
                 .iter()
                 .map(|w| sh_quote(w))
                 .collect::<Vec<_>>()
                 .join(" "),
-            sh_quote(&report.display().to_string())
+            sh_quote(&report.display().to_string()),
+            ran_line(&run_id)
         );
         if let Err(e) = fs::write(&script, text)
             .and_then(|_| fs::set_permissions(&script, fs::Permissions::from_mode(0o755)))
@@ -127,41 +153,77 @@ pub(super) fn model_part(
             part.attempts.push(format!("{}: {e}", script.display()));
             break;
         }
-        let prompt = model_prompt(&script);
-        let body = launch_body(r, a, "structured", vec![prompt]);
-        let mut ran_it = false;
-        let mut how = String::new();
-        let result = r.live_run_with(Variant::Chat, &live, &run_id, &vars_path, &mut |_fx: &mut Fixtures| {
-            let _ = fs::remove_file(&report);
-            let v = client
-                .call("POST", "/v1/chats/launch", Some(&body))
-                .and_then(|r| r.ok())
-                .map_err(|e| format!("launching the model run: {e:#}"))?;
-            let launch = v["launch"].as_str().unwrap_or("").to_string();
-            how = wait_for_end(client, &chat, &launch);
-            let output = launch_events(client, &chat, &launch)
-                .map(|evs| {
-                    evs.iter()
-                        .filter(|e| e["event"] == "output")
-                        .filter_map(|e| e["text"].as_str())
-                        .collect::<String>()
-                })
-                .unwrap_or_default();
-            match fs::read_to_string(&report) {
-                Ok(t) => {
-                    ran_it = true;
-                    Ok(HarnessOutput { report: Ok(t), stderr: output })
+        let scripted = match driver {
+            Driver::Scripted => match ScriptedRun::start(
+                r.layout.root.join(format!("model-{run_id}.jsonl")),
+                workflow.join(format!("model-write-{run_id}.txt")),
+                &run_id,
+            ) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    part.attempts
+                        .push(format!("the scripted model did not start: {e}"));
+                    break;
                 }
-                Err(_) => Ok(HarnessOutput {
-                    report: Err(format!(
-                        "the CLI did not run the harness (no {}; the chat {how}; its output ends: {})",
-                        report.display(),
-                        tail(&output, 300)
-                    )),
-                    stderr: String::new(),
-                }),
-            }
-        });
+            },
+            Driver::Login(_) => None,
+        };
+        let (prompt, timeout) = match &scripted {
+            Some(s) => (s.prompt(&script), SCRIPTED_TIMEOUT),
+            None => (model_prompt(&script), MODEL_TIMEOUT),
+        };
+        let mut body = launch_body(r, a, "structured", vec![prompt]);
+        if let Some(s) = &scripted {
+            body["model_endpoint"] = s.endpoint();
+        }
+        let mut ran_it = false;
+        let mut never_asked = false;
+        let mut how = String::new();
+        let result = r.live_run_with(
+            Variant::Chat,
+            &live,
+            &run_id,
+            &vars_path,
+            &mut |_fx: &mut Fixtures| {
+                let _ = fs::remove_file(&report);
+                let v = client
+                    .call("POST", "/v1/chats/launch", Some(&body))
+                    .and_then(|r| r.ok())
+                    .map_err(|e| format!("launching the model run: {e:#}"))?;
+                let launch = v["launch"].as_str().unwrap_or("").to_string();
+                how = wait_for_end(client, &chat, &launch, timeout);
+                let output = launch_events(client, &chat, &launch)
+                    .map(|evs| {
+                        evs.iter()
+                            .filter(|e| e["event"] == "output")
+                            .filter_map(|e| e["text"].as_str())
+                            .collect::<String>()
+                    })
+                    .unwrap_or_default();
+                match fs::read_to_string(&report) {
+                    Ok(t) => {
+                        ran_it = true;
+                        Ok(HarnessOutput {
+                            report: Ok(t),
+                            stderr: output,
+                        })
+                    }
+                    Err(_) => {
+                        let why = scripted.as_ref().and_then(ScriptedRun::no_report);
+                        never_asked = why.is_some();
+                        Ok(HarnessOutput {
+                            report: Err(format!(
+                                "{} (no {}; the chat {how}; its output ends: {})",
+                                why.unwrap_or_else(|| "the CLI did not run the harness".into()),
+                                report.display(),
+                                tail(&output, 300)
+                            )),
+                            stderr: String::new(),
+                        })
+                    }
+                }
+            },
+        );
         match result {
             Ok(judged) => {
                 let mut col =
@@ -183,14 +245,19 @@ pub(super) fn model_part(
                     })
                     .map(|m| m.probe.clone())
                     .collect();
+                part.checks = scripted
+                    .as_ref()
+                    .map(ScriptedRun::checks)
+                    .unwrap_or_default();
                 part.status = "ran".into();
                 part.column = Some(col);
                 break;
             }
             Err(e) => {
                 part.attempts.push(e);
-                // A run the model made but that failed is a finding, not a reason to ask again.
-                if ran_it {
+                // A run the model made but that failed is a finding, not a reason to ask
+                // again; so is a CLI that never asks the endpoint it was pointed at.
+                if ran_it || never_asked {
                     break;
                 }
             }
@@ -210,10 +277,10 @@ pub(super) fn model_prompt(script: &Path) -> String {
     )
 }
 
-/// Waits until the chat's launch is no longer running (stopping it after [`MODEL_TIMEOUT`]),
-/// and says how it ended.
-pub(super) fn wait_for_end(client: &Client, chat: &str, launch: &str) -> String {
-    let deadline = Instant::now() + MODEL_TIMEOUT;
+/// Waits until the chat's launch is no longer running (stopping it after `timeout`), and says
+/// how it ended.
+pub(super) fn wait_for_end(client: &Client, chat: &str, launch: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
     loop {
         match client
             .call("GET", &format!("/v1/chats/{chat}"), None)
@@ -235,7 +302,7 @@ pub(super) fn wait_for_end(client: &Client, chat: &str, launch: &str) -> String 
                 &format!("/v1/chats/{chat}/stop"),
                 Some(&json!({"grace_seconds": 2})),
             );
-            return format!("was stopped after {} s", MODEL_TIMEOUT.as_secs());
+            return format!("was stopped after {} s", timeout.as_secs());
         }
         std::thread::sleep(Duration::from_millis(500));
     }
