@@ -103,7 +103,11 @@ impl LaunchNetwork {
             section.allow = self.allow.iter().cloned().map(written).collect();
         }
         if matches!(self.mode, NetworkMode::Public | NetworkMode::Allowlist) {
-            section.loopback = self.loopback.iter().map(|&p| written(i64::from(p))).collect();
+            section.loopback = self
+                .loopback
+                .iter()
+                .map(|&p| written(i64::from(p)))
+                .collect();
             section.proxy = Some(written(self.proxy.clone()));
         }
         section

@@ -110,7 +110,8 @@ fn assert_model_ran(cli: &str, v: &Value) {
             ("endpoint-asked", true),
             ("shell-result-returned", true),
             ("write-tool-wrote", true),
-            ("write-result-returned", true)
+            ("write-result-returned", true),
+            ("through-the-proxy", true)
         ],
         "{cli}: {m}"
     );

@@ -63,12 +63,10 @@ fn authority(url: &str) -> Option<(String, u16)> {
     let authority = rest.split('/').next()?;
     let default = if scheme == "https" { 443 } else { 80 };
     let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
-            match p.parse::<u16>() {
-                Ok(port) if !h.is_empty() => (h, port),
-                _ => (authority, default),
-            }
-        }
+        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => match p.parse::<u16>() {
+            Ok(port) if !h.is_empty() => (h, port),
+            _ => (authority, default),
+        },
         _ => (authority, default),
     };
     Some((host.to_string(), port))
@@ -132,7 +130,9 @@ pub fn serve_egress(
 fn bind(path: &Path) -> std::io::Result<UnixListener> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => {
-            return Err(std::io::Error::other("a folder is in the way of the socket"));
+            return Err(std::io::Error::other(
+                "a folder is in the way of the socket",
+            ));
         }
         Ok(_) => std::fs::remove_file(path)?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -159,6 +159,9 @@ mod tests {
         );
         assert_eq!(authority("http://[::1]:9/x"), Some(("[::1]".into(), 9)));
         assert_eq!(authority("http://[::1]/x"), Some(("[::1]".into(), 80)));
-        assert_eq!(authority("http://localhost"), Some(("localhost".into(), 80)));
+        assert_eq!(
+            authority("http://localhost"),
+            Some(("localhost".into(), 80))
+        );
     }
 }

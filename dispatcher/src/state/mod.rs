@@ -33,8 +33,8 @@ mod secrets;
 pub mod write;
 
 use error::io_err;
-pub use network::NetworkConfig;
 pub use error::{ENV_STATE_ROOT, StateError};
+pub use network::NetworkConfig;
 pub use write::{write_atomic, write_regenerated};
 
 /// `config.json`'s `kind`: how we know a folder is a state root.

@@ -179,6 +179,7 @@ pub(super) fn model_part(
         let mut ran_it = false;
         let mut never_asked = false;
         let mut how = String::new();
+        let mut seen: Vec<serde_json::Value> = Vec::new();
         let result = r.live_run_with(
             Variant::Chat,
             &live,
@@ -192,14 +193,12 @@ pub(super) fn model_part(
                     .map_err(|e| format!("launching the model run: {e:#}"))?;
                 let launch = v["launch"].as_str().unwrap_or("").to_string();
                 how = wait_for_end(client, &chat, &launch, timeout);
-                let output = launch_events(client, &chat, &launch)
-                    .map(|evs| {
-                        evs.iter()
-                            .filter(|e| e["event"] == "output")
-                            .filter_map(|e| e["text"].as_str())
-                            .collect::<String>()
-                    })
-                    .unwrap_or_default();
+                seen = launch_events(client, &chat, &launch).unwrap_or_default();
+                let output = seen
+                    .iter()
+                    .filter(|e| e["event"] == "output")
+                    .filter_map(|e| e["text"].as_str())
+                    .collect::<String>();
                 match fs::read_to_string(&report) {
                     Ok(t) => {
                         ran_it = true;
@@ -247,7 +246,11 @@ pub(super) fn model_part(
                     .collect();
                 part.checks = scripted
                     .as_ref()
-                    .map(ScriptedRun::checks)
+                    .map(|run| {
+                        let mut checks = run.checks();
+                        checks.push(run.through_the_proxy(&seen));
+                        checks
+                    })
                     .unwrap_or_default();
                 part.status = "ran".into();
                 part.column = Some(col);

@@ -129,6 +129,26 @@ impl ScriptedRun {
     }
 }
 
+impl ScriptedRun {
+    /// Whether the model's requests went through the chat's egress proxy: an `egress` event
+    /// of the launch allowed the model's address (the sandbox has no other way to it).
+    pub(super) fn through_the_proxy(&self, events: &[serde_json::Value]) -> Check {
+        let port = self.model.addr().port();
+        let allowed = events
+            .iter()
+            .filter(|e| e["event"] == "egress" && e["verdict"] == "allow")
+            .filter(|e| e["port"] == port)
+            .count();
+        fact(
+            "through-the-proxy",
+            allowed > 0,
+            format!(
+                "{allowed} connection(s) to the model's port {port} allowed by the chat's egress proxy"
+            ),
+        )
+    }
+}
+
 fn fact(check: &str, pass: bool, detail: String) -> Check {
     Check {
         check: check.into(),

@@ -335,8 +335,7 @@ impl Supervisor {
             }
         };
         // Before the sandbox starts: its relay opens the proxy's socket then.
-        let egress = match crate::launch::serve_egress(&record.policy_text, &record.chat, &events)
-        {
+        let egress = match crate::launch::serve_egress(&record.policy_text, &record.chat, &events) {
             Ok(e) => e,
             Err(e) => {
                 drop(bridge);

@@ -278,7 +278,9 @@ impl Supervisor {
         let egress = match crate::launch::serve_egress(&record.policy_text, &chat, &events_log) {
             Ok(e) => e,
             Err(e) => {
-                warn(format!("chat {chat}: its egress proxy is not served again: {e}"));
+                warn(format!(
+                    "chat {chat}: its egress proxy is not served again: {e}"
+                ));
                 None
             }
         };

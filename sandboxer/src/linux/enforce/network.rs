@@ -100,7 +100,9 @@ pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Listeners>, E
 fn open_socket(path: &Path) -> Result<(OwnedFd, PathBuf), EnforceError> {
     let fail = |what: String| EnforceError::new(Layer::Network, what);
     let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(fail(format!("the proxy {path:?} names no socket in a folder")));
+        return Err(fail(format!(
+            "the proxy {path:?} names no socket in a folder"
+        )));
     };
     let c = std::ffi::CString::new(folder.as_os_str().as_bytes())
         .map_err(|_| fail(format!("the proxy {path:?} contains a NUL byte")))?;
@@ -119,12 +121,8 @@ fn open_socket(path: &Path) -> Result<(OwnedFd, PathBuf), EnforceError> {
     }
     // SAFETY: just opened, owned by nothing else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let meta = nix::sys::stat::fstatat(
-        &fd,
-        name,
-        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-    )
-    .map_err(|e| fail(format!("the egress proxy's socket {path:?}: {e}")))?;
+    let meta = nix::sys::stat::fstatat(&fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .map_err(|e| fail(format!("the egress proxy's socket {path:?}: {e}")))?;
     if meta.st_mode & libc::S_IFMT != libc::S_IFSOCK {
         return Err(fail(format!("the egress proxy {path:?} is not a socket")));
     }
