@@ -96,9 +96,9 @@ pub struct LaunchNetwork {
 }
 
 impl LaunchNetwork {
-    fn section(&self) -> sandboxer::policy::NetworkSection {
+    fn section(&self) -> sandboxer::NetworkSection {
         use sandboxer::network::NetworkMode;
-        let mut section = sandboxer::policy::NetworkSection::new(self.mode);
+        let mut section = sandboxer::NetworkSection::new(self.mode);
         if self.mode == NetworkMode::Allowlist {
             section.allow = self.allow.iter().cloned().map(written).collect();
         }

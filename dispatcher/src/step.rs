@@ -111,8 +111,15 @@ pub fn plan(
     programs.extend(std::env::current_exe().ok());
     programs.push(crate::programs::tmux().to_path_buf());
     programs.extend(crate::programs::installed_clis());
+    // A step is a script of the workflow's, not a chat talking to a model: no network at all.
     let grants = LaunchGrants::new(state, runtime.clone(), &req.workflow, &req.attach)
-        .with_programs(programs);
+        .with_programs(programs)
+        .with_network(crate::grants::LaunchNetwork {
+            mode: sandboxer::network::NetworkMode::None,
+            allow: Vec::new(),
+            loopback: Vec::new(),
+            proxy: runtime.join(LAUNCH_DIR).join(crate::launch::EGRESS_SOCKET),
+        });
     let policy_text = grants.policy_toml();
     let how = confinement(&policy_text).map_err(|why| {
         LaunchError::FullRefused(format!(

@@ -35,7 +35,11 @@ pub use linux::plan::Shape;
 #[cfg(target_os = "linux")]
 pub use linux::{enforce::Command, exec::Ended, refused};
 pub use policy::{
-    Access, Base, Decision, GrantRule, GuardRule, Op, PathRule, Policy, PolicyDocument,
-    PolicyError, Reason, ResolveError, ResolveOptions, Verdict, default_policy, written,
+    Access, Base, Decision, GrantRule, GuardRule, NetworkSection, Op, PathRule, Policy,
+    PolicyDocument, PolicyError, Reason, ResolveError, ResolveOptions, Verdict, default_policy,
+    written,
 };
 pub use target::Target;
+/// The environment variables the ways-out and autorun lists read (`sandboxer exec
+/// --lists-env`).
+pub use ways_out::ENV_VARS as LISTS_ENV;

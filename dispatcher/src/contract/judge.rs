@@ -172,6 +172,7 @@ impl Runner<'_> {
             });
         }
         self.layout.end_run().map_err(|e| e.to_string())?;
+        super::links::unlink_secret_copies(&self.layout)?;
         if let Some(f) = failure {
             return Err(f);
         }

@@ -70,6 +70,8 @@ impl Runner<'_> {
         let mut env = self.base_env();
         env.extend(launch.env_set.clone());
         let live = self.live_probes(probes);
+        // Its egress proxy, as the dispatcher serves one for every launch that names one.
+        let _egress = self.serve_egress(launch)?;
         let judged = self.live_run(
             variant,
             &live,

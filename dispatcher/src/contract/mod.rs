@@ -20,6 +20,7 @@ pub mod fixture;
 mod judge;
 pub mod late;
 mod launches;
+mod links;
 pub mod live;
 #[cfg(feature = "test-hooks")]
 pub mod mutate;

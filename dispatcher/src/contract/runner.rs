@@ -144,6 +144,17 @@ impl Runner<'_> {
         launch::prepare(&self.layout.state, a, &req, Decide::ThisMachine).map_err(|e| e.to_string())
     }
 
+    /// Serves a launch's egress proxy while its harness runs, its events in the chat's log.
+    pub(super) fn serve_egress(
+        &self,
+        launch: &crate::launch::Launch,
+    ) -> Result<Option<crate::egress::ProxyHandle>, String> {
+        let text = launch.policy_text().ok_or("the launch has no policy")?;
+        let events = crate::events::EventLog::open(&self.layout.state, &launch.chat)
+            .map_err(|e| e.to_string())?;
+        crate::launch::serve_egress(text, &launch.chat, &events).map_err(|e| e.to_string())
+    }
+
     /// Writes a planned launch's files (its Seatbelt profile on a Mac).
     pub(super) fn write_launch(&self, planned: &Planned) -> Result<(), String> {
         planned

@@ -223,7 +223,7 @@ pub fn wrapper_argv(
 /// process (the dispatcher runs with the person's environment), an unset one as empty: what
 /// `sandboxer exec --lists-env` resolves the lists with in every launch.
 pub fn person_lists_env() -> Vec<(String, String)> {
-    sandboxer::ways_out::ENV_VARS
+    sandboxer::LISTS_ENV
         .iter()
         .map(|k| (k.to_string(), std::env::var(k).unwrap_or_default()))
         .collect()

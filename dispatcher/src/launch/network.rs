@@ -29,12 +29,14 @@ pub fn egress_socket(runtime: &Path) -> PathBuf {
 
 /// The launch's `[network]`: the state root's mode; in `allowlist`, the adapter's hosts, the
 /// state root's own and a model endpoint's; a model endpoint on the machine's loopback by its
-/// port (reachable in `public` and `allowlist`).
+/// port (reachable in `public` and `allowlist`). A Mac's launch says `open`: its profile does
+/// not confine the network yet (docs/network.md), and the prompt note must not say otherwise.
 pub(super) fn launch_network(
     state: &StateRoot,
     adapter: &Adapter,
     endpoint: Option<&ModelEndpoint>,
     runtime: &Path,
+    target: sandboxer::Target,
 ) -> LaunchNetwork {
     let config = &state.config().network;
     let mut allow: Vec<String> = adapter.network_hosts.clone();
@@ -50,7 +52,10 @@ pub(super) fn launch_network(
     allow.sort();
     allow.dedup();
     LaunchNetwork {
-        mode: config.mode(),
+        mode: match target {
+            sandboxer::Target::Linux => config.mode(),
+            sandboxer::Target::Macos => NetworkMode::Open,
+        },
         allow,
         loopback,
         proxy: egress_socket(runtime),
@@ -100,6 +105,11 @@ pub fn serve_egress(
     let Some(proxy) = section.proxy.as_ref().map(|p| p.get_ref().clone()) else {
         return Ok(None);
     };
+    // Only a Linux sandbox reaches its proxy so far (docs/network.md, "Where it is
+    // enforced"): a Mac's profile leaves the network as it is.
+    if !cfg!(target_os = "linux") {
+        return Ok(None);
+    }
     let mode = NetworkMode::parse(section.mode.get_ref())
         .ok_or_else(|| bad(format!("unknown mode {:?}", section.mode.get_ref())))?;
     let loopback: Vec<u16> = section
@@ -127,7 +137,10 @@ pub fn serve_egress(
 }
 
 /// Binds the proxy's socket, replacing a stale one, readable and writable by the person only.
+/// It is bound through its folder (`/proc/self/fd/N/NAME`): a socket address holds 108 bytes,
+/// and a runtime's path may be longer.
 fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::fd::AsRawFd;
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => {
             return Err(std::io::Error::other(
@@ -138,7 +151,14 @@ fn bind(path: &Path) -> std::io::Result<UnixListener> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let listener = UnixListener::bind(path)?;
+    let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other(
+            "the socket's path names no file in a folder",
+        ));
+    };
+    let folder = std::fs::File::open(folder)?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", folder.as_raw_fd())).join(name);
+    let listener = UnixListener::bind(&short)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
 }

@@ -126,6 +126,7 @@ pub fn plan(
             adapter,
             req.model_endpoint.as_ref(),
             &runtime,
+            req.target,
         ));
     let policy_text = grants.policy_toml();
     let policy_path = launch_dir.join("policy.toml");
@@ -186,8 +187,14 @@ pub fn plan(
     );
     vars.0
         .insert("prompt_note_file", prompt_note_file.display().to_string());
-    let prompt_note = prompt_note_text(&vars, &attached_list, mode.mode, grants.autorun_guard)
-        .map_err(LaunchError::Adapter)?;
+    let prompt_note = prompt_note_text(
+        &vars,
+        &attached_list,
+        mode.mode,
+        grants.autorun_guard,
+        grants.network.as_ref(),
+    )
+    .map_err(LaunchError::Adapter)?;
     vars.0.insert("prompt_note", prompt_note.clone());
     let endpoint_spec = match &req.model_endpoint {
         Some(ep) => {
@@ -386,8 +393,19 @@ fn prompt_note_text(
     attached: &[String],
     mode: Mode,
     autorun_guard: bool,
+    network: Option<&crate::grants::LaunchNetwork>,
 ) -> Result<String, String> {
+    use sandboxer::network::NetworkMode;
     let mut v = vars.clone();
+    v.0.insert(
+        "network",
+        match network.map(|n| n.mode) {
+            None | Some(NetworkMode::Open) => "The network is open to you, as to the person's own programs.".into(),
+            Some(NetworkMode::Public) => "The network goes through AgentWorks' proxy (HTTPS_PROXY is set): any outside host, but never this machine itself (localhost, its local services, cloud metadata). A program that ignores the proxy has no network.".into(),
+            Some(NetworkMode::Allowlist) => "The network goes through AgentWorks' proxy (HTTPS_PROXY is set) to the hosts this chat's policy allows only; others are refused (HTTP 403). Do not try to work around it.".into(),
+            Some(NetworkMode::None) => "This chat has no network at all.".into(),
+        },
+    );
     v.0.insert(
         "autorun",
         if autorun_guard {

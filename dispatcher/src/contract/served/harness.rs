@@ -226,6 +226,7 @@ pub(super) fn harness_in_server_wrapper(
     env.extend(planned.env_set.clone());
     let live = r.live_probes(probes);
     let cwd = planned.cwd.clone();
+    let _egress = r.serve_egress(&planned)?;
     let judged = r.live_run(
         Variant::Chat,
         &live,

@@ -29,7 +29,6 @@
 mod api;
 mod checks;
 mod harness;
-mod links;
 mod model;
 mod scripted;
 mod server;
@@ -443,9 +442,6 @@ pub fn run(o: &ServedOptions) -> Result<ServedReport, ServedError> {
     // After the server read config.json: the unconfined control run writes into it (the
     // `config-json-write` probe succeeds there, as it must).
     r.control(Variant::Chat, &sets.chat, &chat_files, &sandboxer);
-    if let Err(e) = links::unlink_secret_copies(&r.layout) {
-        r.errors.push(e);
-    }
 
     let mut part = ServerPart {
         port: server.port,

@@ -11,7 +11,6 @@ use serde_json::json;
 use super::ModelPart;
 use super::api::{launch_body, launch_events};
 use super::checks::tail;
-use super::links;
 use super::scripted::{ScriptedRun, ran_line};
 use crate::adapter::Adapter;
 use crate::contract::fixture::{Fixtures, Variant};
@@ -128,10 +127,6 @@ pub(super) fn model_part(
     let live = r.live_probes(probes);
     for attempt in 1..=MODEL_ATTEMPTS {
         let started = Instant::now();
-        if let Err(e) = links::unlink_secret_copies(&r.layout) {
-            part.attempts.push(e);
-            break;
-        }
         let run_id = r.next_run_id();
         let (hargv, vars_path) = r.harness_argv(&run_id, queries, sandboxer);
         // The report goes where the chat may write: its runtime.

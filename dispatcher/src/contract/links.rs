@@ -1,10 +1,10 @@
 //! Second names of the world's secrets, removed between runs.
 //!
 //! The unconfined control run makes every probe succeed that can, `hardlink-config-json`
-//! among them: it leaves the server token with a second name in the world's home, and the
-//! server then refuses every launch ([`crate::state::StateRoot::check_secrets_unlinked`]).
-//! A confined run under a broken policy may do the same. Those names are the probes' own
-//! doing, inside the world: they are removed before the next launch.
+//! among them: it leaves the server token with a second name in the world's home, and every
+//! later launch is refused ([`crate::state::StateRoot::check_secrets_unlinked`]). A confined
+//! run under a broken policy may do the same. Those names are the probes' own doing, inside
+//! the world: they are removed at the end of every run, once judged.
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -13,7 +13,7 @@ use std::path::Path;
 use crate::contract::fixture::Layout;
 
 /// Removes every other name, beneath the world's root, of each secret of its state root.
-pub(super) fn unlink_secret_copies(layout: &Layout) -> Result<(), String> {
+pub(crate) fn unlink_secret_copies(layout: &Layout) -> Result<(), String> {
     let secrets = layout.state.secrets().map_err(|e| e.to_string())?;
     for secret in secrets {
         let Ok(meta) = fs::symlink_metadata(&secret) else {
