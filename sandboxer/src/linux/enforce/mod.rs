@@ -44,6 +44,7 @@ mod channel;
 mod check;
 mod command;
 mod confine;
+mod detached_close;
 mod devices;
 mod error;
 mod gate;

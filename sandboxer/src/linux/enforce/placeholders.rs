@@ -32,6 +32,7 @@
 //! filesystem has them), so that the last launch using one removes it even when another
 //! launch made it; a folder without the mark that a launch found is never removed.
 
+use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -43,6 +44,7 @@ use nix::fcntl::AtFlags;
 use nix::sys::stat::{Mode, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
+use super::detached_close::close_detached;
 use super::error::{EnforceError, Layer};
 use super::sys::{self, Dir};
 use crate::linux::plan::{MountStep, STAGING};
@@ -351,6 +353,10 @@ impl Drop for Placeholders {
         }
         // Deepest first, so that a folder made above a placeholder can go after it.
         candidates.sort_by_key(|c| std::cmp::Reverse(c.0.components().count()));
+        // A descriptor of each placeholder removed: the last close frees its blocks, which on
+        // a file system mounted with `discard` waits for the disk, so it is left to another
+        // process (detached_close.rs).
+        let mut removed = Vec::new();
         for (parent, name, dev, ino, content) in candidates {
             if let Some(h) = self.held.iter().find(|h| (h.dev, h.ino) == (dev, ino)) {
                 // Exclusive only if no other launch holds it; held until this process is done.
@@ -371,17 +377,30 @@ impl Drop for Placeholders {
             if !same {
                 continue;
             }
-            match content {
+            let Ok(entry) = sys::open_no_symlinks(Dir::Fd(&dir), &name, libc::O_PATH) else {
+                continue;
+            };
+            let gone = match content {
                 // A folder goes only when empty (rmdir refuses otherwise).
-                None => {
-                    let _ = unlinkat(&dir, name.as_c_str(), UnlinkatFlags::RemoveDir);
-                }
+                None => unlinkat(&dir, name.as_c_str(), UnlinkatFlags::RemoveDir).is_ok(),
                 Some(content) if holds_exactly(&dir, &name, &content) => {
-                    let _ = unlinkat(&dir, name.as_c_str(), UnlinkatFlags::NoRemoveDir);
+                    unlinkat(&dir, name.as_c_str(), UnlinkatFlags::NoRemoveDir).is_ok()
                 }
-                Some(_) => {}
+                Some(_) => false,
+            };
+            if gone {
+                removed.push(((dev, ino), entry));
             }
         }
+        // The locks on what stays are let go here; what was removed is closed elsewhere, its
+        // locks with it (nobody can find it by name any more).
+        let removed_ids: HashSet<(u64, u64)> = removed.iter().map(|(id, _)| *id).collect();
+        let (gone, stays): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| removed_ids.contains(&(h.dev, h.ino)));
+        drop(stays);
+        let fds = removed.into_iter().map(|(_, fd)| fd);
+        close_detached(fds.chain(gone.into_iter().map(|h| h.fd)).collect());
     }
 }
 
