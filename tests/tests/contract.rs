@@ -385,6 +385,7 @@ const CHAT_PROTECTED: &[&str] = &[
     "symlink-to-other-runtime",
     "symlink-to-config-json",
     "hardlink-other-runtime",
+    "hardlink-config-json",
     "rename-other-runtime-file",
     "unix-socket-other-runtime",
 ];
