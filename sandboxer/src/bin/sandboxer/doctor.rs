@@ -53,6 +53,53 @@ pub struct LinuxReport {
     /// What the autorun guard covers here and what it cannot (when the policy loads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autorun: Option<AutorunReport>,
+    /// What the policy's network is here (when the policy loads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkReport>,
+}
+
+/// The policy's `[network]` on this machine (docs/network.md).
+#[derive(Debug, Serialize)]
+pub struct NetworkReport {
+    /// `open` (also without a section), `public`, `allowlist` or `none`.
+    pub mode: String,
+    /// How it holds here: a network namespace of the sandbox's own, its relay's proxy, or why
+    /// it cannot hold.
+    pub how: String,
+}
+
+fn network_report(
+    policy: &sandboxer::Policy,
+    plan: Option<&sandboxer::linux::plan::Plan>,
+) -> NetworkReport {
+    let mode = policy
+        .network
+        .as_ref()
+        .map_or("open", |n| n.mode.as_str())
+        .to_string();
+    let how = match plan.and_then(|p| p.network.as_ref().map(|n| (p, n))) {
+        _ if mode == "open" => "the machine's network, as the person's own programs have it".into(),
+        None => "not enforced: the plan is refused".into(),
+        Some((p, _)) if !p.namespaces => {
+            "cannot hold without a network namespace (gap network-not-isolated)".into()
+        }
+        Some((_, n)) => match &n.relay {
+            Some(r) => format!(
+                "a network namespace of the sandbox's own with only lo; 127.0.0.1:{} and the \
+                 loopback ports {:?} relayed to the egress proxy at {}",
+                r.port,
+                r.loopback,
+                r.proxy.display()
+            ),
+            None if mode == "none" => {
+                "a network namespace of the sandbox's own with only lo".into()
+            }
+            None => "a network namespace with only lo and no proxy named: nothing is reachable \
+                 (gap network-no-proxy)"
+                .into(),
+        },
+    };
+    NetworkReport { mode, how }
 }
 
 /// The autorun guard on this machine, for the policy `doctor` was given.
@@ -194,6 +241,7 @@ fn build(args: &DoctorArgs) -> Result<DoctorReport> {
         args.policy.load_with(&opts)
     });
     let mut autorun = None;
+    let mut network = None;
     let enforcement = match loaded {
         Err(e) => Enforcement::PolicyError {
             policy: label,
@@ -202,6 +250,7 @@ fn build(args: &DoctorArgs) -> Result<DoctorReport> {
         Ok(policy) => match planner::choose_with(&policy, &facts, &HostFs, policy.linux.enforce) {
             Ok(plan) => {
                 autorun = Some(autorun_report(&policy, Some(&plan)));
+                network = Some(network_report(&policy, Some(&plan)));
                 Enforcement::Confined {
                     policy: label,
                     shape: plan.shape,
@@ -213,6 +262,7 @@ fn build(args: &DoctorArgs) -> Result<DoctorReport> {
             }
             Err(refusal) => {
                 autorun = Some(autorun_report(&policy, None));
+                network = Some(network_report(&policy, None));
                 Enforcement::Refused {
                     policy: label,
                     refusal,
@@ -228,6 +278,7 @@ fn build(args: &DoctorArgs) -> Result<DoctorReport> {
             facts,
             enforcement,
             autorun,
+            network,
         }),
         macos: None,
     })
@@ -362,6 +413,9 @@ fn human(r: &DoctorReport) -> String {
                     "enforcement for {policy}: the policy does not load: {message}"
                 ));
             }
+        }
+        if let Some(n) = &l.network {
+            line(format!("network: {} ({})", n.mode, n.how));
         }
         if let Some(a) = &l.autorun {
             line(format!(

@@ -66,6 +66,9 @@ struct Answer {
     op: String,
     /// The object as given; bytes that are not UTF-8 as `\xNN`, a backslash as `\\`.
     query: String,
+    /// The policy's network mode (`open` without a `[network]` section); none for a profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    network: Option<String>,
 }
 
 pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
@@ -156,6 +159,7 @@ fn explain_profile(file: &Path, args: &ExplainArgs) -> Result<Answer> {
         query: object
             .map(|o| display_bytes(o.as_bytes()))
             .unwrap_or_default(),
+        network: None,
     })
 }
 
@@ -213,6 +217,13 @@ fn explain_policy(args: &ExplainArgs) -> Result<Answer> {
         why,
         op: op.as_str().to_string(),
         query: display_bytes(object.as_bytes()),
+        network: Some(
+            policy
+                .network
+                .as_ref()
+                .map_or("open", |n| n.mode.as_str())
+                .to_string(),
+        ),
     })
 }
 
@@ -321,6 +332,9 @@ fn print_text(answer: &Answer) {
         println!("  rule (line {}): {text}", rule.line);
     }
     println!("  why: {}", answer.why);
+    if let Some(mode) = &answer.network {
+        println!("  network: {mode} (docs/network.md)");
+    }
 }
 
 /// The profile as text: SBPL is read as UTF-8, and a file that is not is refused with the
