@@ -400,6 +400,16 @@ if [[ -n $own ]]; then
     fail "control: /dev/tty refused inside the sandbox"
   fi
 fi
+# The inherited terminal: write and ioctl on descriptors opened before the sandbox.
+if [[ -t 0 && -t 1 ]]; then
+  if "${SBX[@]}" /bin/sh -c 'stty size >/dev/null && printf "\r"'; then
+    pass "the inherited terminal takes an ioctl (stty size) and a write"
+  else
+    fail "the inherited terminal refused an ioctl or a write inside the sandbox"
+  fi
+else
+  skip "not run from a terminal: the inherited terminal is not checked"
+fi
 # SysV shared memory (LMDB's locks, PostgreSQL's initdb): create and remove a segment.
 shm_probe='import ctypes,sys
 libc=ctypes.CDLL(None)
