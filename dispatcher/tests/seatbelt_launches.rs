@@ -226,31 +226,26 @@ fn names_are_reserved_in_every_spelling() {
 fn only_the_listed_devices_and_own_ptys_are_open() {
     let (_dir, subjects) = subjects();
     for s in &subjects {
-        for rw in [
-            "/dev/null",
-            "/dev/zero",
-            "/dev/tty",
-            "/dev/ptmx",
-            "/dev/fd/3",
-            "/dev/dtracehelper",
+        // Read-write, read-only, and refused: another Terminal tab's pty, disks, packet
+        // capture.
+        let (yes, no) = (Outcome::Allow, Outcome::Deny);
+        for (device, read, write) in [
+            ("/dev/null", yes, yes),
+            ("/dev/zero", yes, yes),
+            ("/dev/tty", yes, yes),
+            ("/dev/ptmx", yes, yes),
+            ("/dev/fd/3", yes, yes),
+            ("/dev/dtracehelper", yes, yes),
+            ("/dev/random", yes, no),
+            ("/dev/urandom", yes, no),
+            ("/dev/ttys003", no, no),
+            ("/dev/disk0", no, no),
+            ("/dev/rdisk0", no, no),
+            ("/dev/bpf0", no, no),
+            ("/dev/pf", no, no),
         ] {
-            expect(s, "file-read-data", rw, Outcome::Allow);
-            expect(s, "file-write-data", rw, Outcome::Allow);
-        }
-        for ro in ["/dev/random", "/dev/urandom"] {
-            expect(s, "file-read-data", ro, Outcome::Allow);
-            expect(s, "file-write-data", ro, Outcome::Deny);
-        }
-        // Another Terminal tab's pty, disks, packet capture: refused.
-        for other in [
-            "/dev/ttys003",
-            "/dev/disk0",
-            "/dev/rdisk0",
-            "/dev/bpf0",
-            "/dev/pf",
-        ] {
-            expect(s, "file-read-data", other, Outcome::Deny);
-            expect(s, "file-write-data", other, Outcome::Deny);
+            expect(s, "file-read-data", device, read);
+            expect(s, "file-write-data", device, write);
         }
         // The same pty opened by this sandbox through /dev/ptmx: the control.
         let held = |op, class| {
