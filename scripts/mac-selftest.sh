@@ -21,8 +21,8 @@
 #     `mkdir wf/Planning` (a refused name in another spelling), `ln` out of the protected root.
 #  4. `sysctl hw.cachelinesize` and a user lookup work (sysctls, the Mach allowlist); Docker
 #     Desktop's socket under ~/Library/Containers is refused. Also Node's os.cpus() and DNS,
-#     the CLI's own Keychain item, `bun --version` in the runtime (Bun lists every folder
-#     above its working folder), another tab's tty, SysV shared memory (LMDB), and the chat's
+#     the CLI's own Keychain item, `bun --version` in the runtime (Bun opens every folder
+#     above its working folder, which the profile does not list), another tab's tty, SysV shared memory (LMDB), and the chat's
 #     tag on the denials in the unified log. Each with its control where one applies.
 #
 # Every check is also a row of a table printed at the end (and on any early exit), which a
@@ -370,12 +370,13 @@ if security find-generic-password -a "$USER" -s "Claude Code-credentials" >/dev/
 else
   skip "no Claude Code item in the Keychain (log in to Claude Code to check this)"
 fi
-# Bun in the runtime: it opens every folder above its working folder.
+# Bun in the runtime: it opens every folder above its working folder, and the ones inside the
+# state root are not listed (docs/seatbelt.md, "Bun and the folders above a grant").
 if command -v bun >/dev/null; then
   if "${SBX[@]}" /bin/sh -c 'cd "$1" && "$2" --version' sh "$rt" "$(command -v bun)" >/dev/null 2>&1; then
     pass "bun --version works with the runtime as its working folder"
   else
-    fail "bun --version fails in the runtime (CouldntReadCurrentDirectory?)"
+    fail "bun --version fails in the runtime (CouldntReadCurrentDirectory: this Bun needs its cwd's ancestors listed)"
   fi
 else
   skip "no bun here"

@@ -10,7 +10,6 @@
 //! Plus launchers (blocked by default). A [`Policy`] is always resolved: absolute, canonical
 //! paths for one [`Target`]. Build one with [`Policy::load`] or [`Policy::from_toml`].
 
-mod above;
 mod devices;
 mod document;
 mod guard;
@@ -305,8 +304,6 @@ pub enum Reason {
     /// Creating another spelling of a protected root or refused path, or something beneath
     /// one (macOS: the volume would take the new name for the rule's own).
     Respelled { root: PathBuf },
-    /// Listing (or reading) a folder above a grant, on macOS (see `above.rs`).
-    AboveGrant { of: PathBuf },
     /// Inside a grant that allows the operation.
     Granted { root: PathBuf, access: Access },
     /// Inside a read-only grant, and the operation writes.
@@ -360,8 +357,6 @@ pub struct At<'p> {
     guarded: Option<GuardHit<'p>>,
     /// A protected root or refused path the path spells otherwise (see `reserved.rs`).
     respelled: Option<&'p Rule>,
-    /// A live grant beneath the path, which may therefore be listed (macOS, see `above.rs`).
-    above_grant: Option<&'p Grant>,
     grant: Option<&'p Grant>,
     protected: Option<&'p Rule>,
     /// A closed base's folders holding the path (looked up only for a closed base).
@@ -431,11 +426,6 @@ impl At<'_> {
                 (Access::Ro, false) => Decision::deny(Reason::ReadOnlyGrant { root }),
             };
         }
-        if matches!(op, Op::Read | Op::List)
-            && let Some(g) = self.above_grant
-        {
-            return Decision::allow(Reason::AboveGrant { of: g.path.clone() });
-        }
         if let Some(p) = self.protected {
             return Decision::deny(Reason::Protected {
                 root: p.path.clone(),
@@ -488,11 +478,6 @@ impl fmt::Display for Reason {
                  volume would take a new entry here for it",
                 root.display()
             ),
-            Reason::AboveGrant { of } => write!(
-                f,
-                "a folder above grant {}: listed, never read into",
-                of.display()
-            ),
             Reason::Granted { root, access } => {
                 write!(f, "inside {:?} grant {}", access, root.display())
             }
@@ -516,8 +501,8 @@ impl Policy {
     /// symlinks before any backend's rule sees a path); `.` and `..` are folded lexically.
     /// Checks run from the strongest layer down, so the first that speaks decides:
     /// launchers, ancestors of rules (delete/rename), refuse, guard (what writes), another
-    /// spelling of a protected or refused path (create, macOS), the deepest grant, a folder
-    /// above a grant (read and list, macOS), protected, then the base.
+    /// spelling of a protected or refused path (create, macOS), the deepest grant, protected,
+    /// then the base.
     pub fn decide(&self, op: Op, path: &Path) -> Decision {
         self.at(path).decide(op)
     }
@@ -535,7 +520,6 @@ impl Policy {
                 refused: None,
                 guarded: None,
                 respelled: None,
-                above_grant: None,
                 grant: None,
                 protected: None,
                 closed_write: None,
@@ -573,7 +557,6 @@ impl Policy {
             refused: self.refuse.iter().find(|r| within(p, &r.path)),
             guarded,
             respelled: self.reserved_at(p),
-            above_grant: self.live_grant_below(p),
             grant,
             protected: self.protected.iter().find(|r| within(p, &r.path)),
             closed_write: closed.and_then(|c| c.write.iter().find(|w| within(p, &w.path))),

@@ -75,8 +75,8 @@ pub(crate) struct Layout<'p> {
     pub write: Vec<WriteTerm<'p>>,
     /// Every term's `keep`, together, sorted: they may be written and created.
     pub keep: Vec<Key<'p>>,
-    /// Strict ancestors of grants that no readable region holds: their metadata and listing
-    /// only, so `realpath()` and Bun can walk down to a grant inside a protected root.
+    /// Strict ancestors of grants that no readable region holds: `file-read-metadata` only,
+    /// so `realpath()` can walk down to a grant inside a protected root.
     pub traverse: Vec<Key<'p>>,
     /// Launcher binaries (exact paths), when launchers are blocked.
     pub launcher_exec: Vec<Key<'p>>,

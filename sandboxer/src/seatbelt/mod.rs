@@ -319,7 +319,7 @@ struct ProfileData {
     /// Writable regions as Unix-socket filters, for network-outbound and network-bind.
     write_remote: String,
     write_local: String,
-    /// Folders above grants, for file-read-metadata and file-read-data (their listing).
+    /// Folders above grants, for file-read-metadata.
     traverse: String,
     /// The autorun guard: guarded paths, denied file-write* and file-link after every allow.
     guard_writes: String,
