@@ -15,8 +15,18 @@
 #     written; inside the chat's runtime (a read-write grant) `git init`, a hook and a commit
 #     work; in a repository under the home outside the grants, hooks and config cannot be
 #     written while the rest of its git folder can.
+#     Also `open -a`, a copied `shortcuts`, `launchctl bootstrap` and an NSUserUnixTask
+#     (Foundation's UserScriptService), each leaving evidence only from outside the sandbox.
+#     Under the guard: protected reads in other cases and /System/Volumes/Data spellings,
+#     `mkdir wf/Planning` (a refused name in another spelling), `ln` out of the protected root.
 #  4. `sysctl hw.cachelinesize` and a user lookup work (sysctls, the Mach allowlist); Docker
-#     Desktop's socket under ~/Library/Containers is refused.
+#     Desktop's socket under ~/Library/Containers is refused. Also Node's os.cpus() and DNS,
+#     the CLI's own Keychain item, `bun --version` in the runtime (Bun opens every folder
+#     above its working folder, which the profile does not list), another tab's tty, SysV shared memory (LMDB), and the chat's
+#     tag on the denials in the unified log. Each with its control where one applies.
+#
+# Every check is also a row of a table printed at the end (and on any early exit), which a
+# person pastes back: its format is in docs/seatbelt.md, "The self-test's table".
 #
 # Written on Linux and NOT run there: there is no Mac in the environment this was written in.
 # On anything but macOS it says so and exits 77 (skipped). Terminal windows may open while
@@ -42,9 +52,26 @@ D="$PWD/target/$profile/dispatcher"
 [[ -d "$PWD/.tools/clis/bin" ]] && export PATH="$PWD/.tools/clis/bin:$PATH"
 
 failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok:   $*"; }
+section=0
+rows=()
+row() { rows+=("| $((${#rows[@]} + 1)) | $section | ${2//|//} | $1 |"); }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); row FAIL "$*"; }
+pass() { echo "ok:   $*"; row ok "$*"; }
+skip() { echo "skip: $*"; row skip "$*"; }
+work=""
+# The table (docs/seatbelt.md, "The self-test's table"), printed however the script ends.
+finish() {
+  [[ -n $work ]] && rm -rf "$work"
+  echo
+  echo "mac-selftest table: macOS $(sw_vers -productVersion) ($(sw_vers -buildVersion)), $(uname -m), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $profile build"
+  echo "| # | section | check | result |"
+  echo "|---|---|---|---|"
+  local r
+  for r in "${rows[@]}"; do echo "${r//$'\n'/ }"; done
+}
+trap finish EXIT
 
+section=1
 echo "== 1. dispatcher contract --all (live under sandbox-exec, and evaluated)"
 if "$D" contract --all; then
   pass "contract"
@@ -52,10 +79,9 @@ else
   fail "contract (see the tables above)"
 fi
 
+section=2
 echo "== 2. launchers, live"
 work="$(mktemp -d "${TMPDIR:-/tmp}/aw-mac-selftest.XXXXXX")"
-cleanup() { rm -rf "$work"; }
-trap cleanup EXIT
 state="$work/state"
 "$D" init --state-root "$state" >/dev/null
 "$D" --state-root "$state" workflow add wf >/dev/null
@@ -70,9 +96,9 @@ token="AWTOKEN-mac-$$-$RANDOM"
 
 SBX=(/usr/bin/sandbox-exec -f "$P")
 if "${SBX[@]}" /usr/bin/true; then
-  pass "the profile loads (sandbox-exec ran /usr/bin/true)"
+  pass "the profile loads on macOS $(sw_vers -productVersion) (sandbox-exec ran /usr/bin/true)"
 else
-  fail "sandbox-exec refuses the profile: nothing below means anything"
+  fail "sandbox-exec refuses the profile on macOS $(sw_vers -productVersion): nothing below means anything"
 fi
 
 # A .command file Terminal would run, outside any sandbox, if LaunchServices opened it.
@@ -85,11 +111,13 @@ settle() { sleep 8; }   # Terminal takes a moment to start and run a script
 "${SBX[@]}" /usr/bin/open "$cmdfile" 2>/dev/null || true
 cp /usr/bin/open "$rt/open-copy"
 "${SBX[@]}" "$rt/open-copy" "$cmdfile" 2>/dev/null || true
+"${SBX[@]}" /usr/bin/open -a Terminal "$cmdfile" 2>/dev/null || true
+"${SBX[@]}" "$rt/open-copy" -a Terminal "$cmdfile" 2>/dev/null || true
 settle
 if [[ -e "$evidence/open" ]]; then
-  fail "open or a copied open ran a .command file outside the sandbox (evidence: $evidence/open)"
+  fail "open, open -a or a copied open ran a .command file outside the sandbox (evidence: $evidence/open)"
 else
-  pass "open and a copied open did not get LaunchServices to run anything"
+  pass "open, open -a and a copied open did not get LaunchServices to run anything"
 fi
 
 # osascript itself: `do shell script` would write into the runtime (writable inside).
@@ -122,7 +150,7 @@ fi
 # automator and shortcuts have no harmless run that leaves a file; their exec must be refused
 # by the sandbox itself (sandbox-exec reports it; exit 126 or "Operation not permitted").
 for bin in /usr/bin/automator /usr/bin/shortcuts; do
-  [[ -e $bin ]] || { echo "skip: $bin does not exist on this macOS"; continue; }
+  [[ -e $bin ]] || { skip "$bin does not exist on this macOS"; continue; }
   set +e
   out="$("${SBX[@]}" "$bin" --help 2>&1)"
   code=$?
@@ -134,6 +162,55 @@ for bin in /usr/bin/automator /usr/bin/shortcuts; do
   fi
 done
 
+# A copied shortcuts is executable; the Shortcuts daemon behind it must be out of reach.
+if [[ -e /usr/bin/shortcuts ]]; then
+  cp /usr/bin/shortcuts "$rt/shortcuts-copy"
+  if "${SBX[@]}" "$rt/shortcuts-copy" list >/dev/null 2>&1; then
+    fail "a copied shortcuts reached the Shortcuts daemon (shortcuts list worked)"
+  else
+    pass "a copied shortcuts cannot reach the Shortcuts daemon"
+  fi
+else
+  skip "/usr/bin/shortcuts does not exist on this macOS"
+fi
+
+# launchctl bootstrap: a LaunchAgent loaded from inside would run outside the sandbox.
+agent="$work/com.agentworks.selftest.$$.plist"
+cat >"$agent" <<PLIST
+<?xml version="1.0" encoding="UTF-8"?>
+<plist version="1.0"><dict>
+<key>Label</key><string>com.agentworks.selftest.$$</string>
+<key>ProgramArguments</key><array><string>/bin/sh</string><string>-c</string>
+<string>printf %s $token-launchd &gt; '$evidence/launchd'</string></array>
+<key>RunAtLoad</key><true/>
+</dict></plist>
+PLIST
+"${SBX[@]}" /bin/launchctl bootstrap "gui/$(id -u)" "$agent" 2>/dev/null || true
+settle
+if [[ -e "$evidence/launchd" ]]; then
+  fail "launchctl bootstrap ran a job outside the sandbox (evidence: $evidence/launchd)"
+else
+  pass "launchctl bootstrap did not start a job"
+fi
+/bin/launchctl bootout "gui/$(id -u)/com.agentworks.selftest.$$" 2>/dev/null || true
+
+# NSUserUnixTask: Foundation's UserScriptService runs a script outside the caller's sandbox.
+# JavaScript for Automation through a copied osascript (the real one is refused at exec).
+task="$work/task.sh"
+printf '#!/bin/sh\nprintf %%s %q > %q\n' "$token-task" "$evidence/usertask" >"$task"
+chmod 755 "$task"
+"${SBX[@]}" "$rt/osascript-copy" -l JavaScript -e "
+ObjC.import('Foundation');
+var t = \$.NSUserUnixTask.alloc.initWithURLError(\$.NSURL.fileURLWithPath('$task'), null);
+if (t) { t.executeWithArgumentsCompletionHandler(\$(), null); delay(3); }" >/dev/null 2>&1 || true
+settle
+if [[ -e "$evidence/usertask" ]]; then
+  fail "an NSUserUnixTask ran a script outside the sandbox (evidence: $evidence/usertask)"
+else
+  pass "an NSUserUnixTask did not run its script"
+fi
+
+section=3
 echo "== 3. the autorun guard, live"
 # Every probe opens for writing without writing (`: >>`), so a guard that failed changes no
 # content; a file it let be created is removed again and reported.
@@ -161,7 +238,7 @@ if [[ -e "$HOME/.zshrc" ]]; then
     fail "reading ~/.zshrc was refused"
   fi
 else
-  echo "skip: there is no ~/.zshrc to read"
+  skip "there is no ~/.zshrc to read"
 fi
 # Control: an ordinary file in the home is writable.
 ordinary="$HOME/.sbx-selftest-$token"
@@ -198,6 +275,61 @@ else
 fi
 rm -rf "$outside"
 
+# The protected state root read in other spellings: APFS opens them, Seatbelt must refuse.
+config="$state/config.json"
+if [[ -r $config ]]; then
+  upper="$(printf %s "$state" | tr '[:lower:]' '[:upper:]')/CONFIG.JSON"
+  for spelled in "$config" "$upper" "/System/Volumes/Data$config" "/System/Volumes/Data$upper"; do
+    if [[ ! -r $spelled ]]; then
+      skip "control: $spelled is not readable unconfined"
+    elif "${SBX[@]}" /bin/cat "$spelled" >/dev/null 2>&1; then
+      fail "the protected $spelled was read inside the sandbox"
+    else
+      pass "reading the protected $spelled refused"
+    fi
+  done
+else
+  skip "no $config to read"
+fi
+
+# A refused name that does not exist yet, in another spelling (APFS would take it for the
+# real one): refused; a name beside it: allowed (the control).
+wfdir="$state/workspace-docs/wf"
+taken=""
+[[ -e "$wfdir/planning" ]] || taken=Planning
+[[ -n $taken || -e "$wfdir/workflow.db" ]] || taken=Workflow.db
+if [[ -z $taken ]]; then
+  skip "planning and workflow.db both exist in $wfdir: another spelling cannot be told apart"
+elif "${SBX[@]}" /bin/mkdir "$wfdir/$taken" 2>/dev/null; then
+  fail "mkdir $wfdir/$taken worked inside the sandbox (a refused name in another spelling)"
+  rmdir "$wfdir/$taken"
+else
+  pass "mkdir $wfdir/$taken refused (a refused name in another spelling)"
+fi
+if "${SBX[@]}" /bin/mkdir "$wfdir/planning2" 2>/dev/null; then
+  pass "control: mkdir $wfdir/planning2 works"
+  rmdir "$wfdir/planning2"
+else
+  fail "control: mkdir $wfdir/planning2 refused"
+fi
+
+# A hard link from the runtime to a protected secret would be a second name for it.
+if [[ -e $config ]]; then
+  if ln "$config" "$work/link-control" 2>/dev/null; then
+    pass "control: config.json can be linked unconfined"
+    rm -f "$work/link-control"
+  else
+    skip "control: config.json cannot be linked unconfined (another volume?)"
+  fi
+  if "${SBX[@]}" /bin/ln "$config" "$rt/config-link" 2>/dev/null; then
+    fail "ln out of the protected root worked: $rt/config-link"
+    rm -f "$rt/config-link"
+  else
+    pass "ln of config.json into the runtime refused"
+  fi
+fi
+
+section=4
 echo "== 4. services, sysctls and ways out, live"
 # sysctl: every name but kern.procargs* is readable (mysqld reads hw.cachelinesize).
 if "${SBX[@]}" /usr/sbin/sysctl -n hw.cachelinesize >/dev/null 2>&1; then
@@ -211,6 +343,104 @@ if "${SBX[@]}" /usr/bin/id -un >/dev/null 2>&1; then
 else
   fail "user lookup refused: the Mach allowlist misses a service"
 fi
+# Node: os.cpus() (host_processor_info) and a DNS lookup, each against its unconfined run.
+node_probe='const os=require("os");if(!os.cpus().length)process.exit(2);require("dns").lookup("apple.com",e=>process.exit(e?3:0))'
+if command -v node >/dev/null && node -e "$node_probe" 2>/dev/null; then
+  if "${SBX[@]}" "$(command -v node)" -e "$node_probe" 2>/dev/null; then
+    pass "Node's os.cpus() and a DNS lookup work"
+  else
+    fail "Node's os.cpus() or its DNS lookup failed inside the sandbox (exit $?)"
+  fi
+else
+  skip "no node here, or os.cpus()/DNS fails unconfined too"
+fi
+# The CLI's own Keychain item: Claude's login copied at launch (docs/clis.md, "The keychain").
+if security find-generic-password -a "$USER" -s "Claude Code-credentials" >/dev/null 2>&1; then
+  if "$D" --state-root "$state" launch --cli claude --chat chat --workflow wf --dry-run 2>/dev/null \
+    | grep -q "Claude Code-credentials"; then
+    pass "Claude's Keychain item is planned into the chat's config home (.credentials.json)"
+  else
+    fail "Claude's Keychain item is not planned into the chat (dispatcher launch --dry-run)"
+  fi
+  if "${SBX[@]}" /usr/bin/security find-generic-password -s "Claude Code-credentials" >/dev/null 2>&1; then
+    pass "the Keychain (securityd) answers inside the sandbox"
+  else
+    fail "the Keychain (securityd) is out of reach inside the sandbox"
+  fi
+else
+  skip "no Claude Code item in the Keychain (log in to Claude Code to check this)"
+fi
+# Bun in the runtime: it opens every folder above its working folder, and the ones inside the
+# state root are not listed (docs/seatbelt.md, "Bun and the folders above a grant").
+if command -v bun >/dev/null; then
+  if "${SBX[@]}" /bin/sh -c 'cd "$1" && "$2" --version' sh "$rt" "$(command -v bun)" >/dev/null 2>&1; then
+    pass "bun --version works with the runtime as its working folder"
+  else
+    fail "bun --version fails in the runtime (CouldntReadCurrentDirectory: this Bun needs its cwd's ancestors listed)"
+  fi
+else
+  skip "no bun here"
+fi
+# Another tab's tty: refused; this script's own terminal (/dev/tty): the control.
+own="$(tty 2>/dev/null || true)"
+other=""
+for t in /dev/ttys[0-9]*; do
+  [[ $t != "$own" && -O $t && -w $t ]] && { other=$t; break; }
+done
+if [[ -z $other ]]; then
+  skip "no other terminal of $USER is open (open a second tab to check this)"
+elif "${SBX[@]}" /bin/sh -c ': >> "$1"' sh "$other" 2>/dev/null; then
+  fail "another terminal $other could be opened for writing inside the sandbox"
+else
+  pass "another terminal $other refused"
+fi
+if [[ -n $own ]]; then
+  if "${SBX[@]}" /bin/sh -c ': >> /dev/tty' 2>/dev/null; then
+    pass "control: the own terminal (/dev/tty) opens"
+  else
+    fail "control: /dev/tty refused inside the sandbox"
+  fi
+fi
+# The inherited terminal: write and ioctl on descriptors opened before the sandbox.
+if [[ -t 0 && -t 1 ]]; then
+  if "${SBX[@]}" /bin/sh -c 'stty size >/dev/null && printf "\r"'; then
+    pass "the inherited terminal takes an ioctl (stty size) and a write"
+  else
+    fail "the inherited terminal refused an ioctl or a write inside the sandbox"
+  fi
+else
+  skip "not run from a terminal: the inherited terminal is not checked"
+fi
+# SysV shared memory (LMDB's locks, PostgreSQL's initdb): create and remove a segment.
+shm_probe='import ctypes,sys
+libc=ctypes.CDLL(None)
+i=libc.shmget(0,4096,0o1600)
+sys.exit(1 if i<0 or libc.shmctl(i,0,None)!=0 else 0)'
+if python3 -c 'import lmdb' 2>/dev/null; then
+  lmdb_probe='import lmdb,sys; lmdb.open(sys.argv[1]).close()'
+  if "${SBX[@]}" python3 -c "$lmdb_probe" "$rt/lmdb-probe" 2>/dev/null; then
+    pass "an LMDB environment opens in the runtime"
+  else
+    fail "an LMDB environment cannot be opened in the runtime"
+  fi
+elif python3 -c "$shm_probe" 2>/dev/null; then
+  if "${SBX[@]}" python3 -c "$shm_probe" 2>/dev/null; then
+    pass "SysV shared memory (shmget/shmctl) works"
+  else
+    fail "SysV shared memory refused inside the sandbox"
+  fi
+else
+  skip "python3 (with lmdb or ctypes) is not usable here"
+fi
+# Denials carry the chat's tag into the unified log, which `dispatcher chats events` reads.
+"${SBX[@]}" /bin/cat "$state/config.json" >/dev/null 2>&1 || true
+sleep 2
+if /usr/bin/log show --last 1m --style compact \
+  --predicate 'eventMessage ENDSWITH "[agentworks:chat]"' 2>/dev/null | grep -q "deny"; then
+  pass "a denial in the unified log ends with the chat's tag [agentworks:chat]"
+else
+  fail "no denial tagged [agentworks:chat] in the unified log (docs/seatbelt.md, Denials as chat events)"
+fi
 # Docker Desktop's real socket (the /var/run link resolves under ~/Library/Containers).
 docker_sock="$HOME/Library/Containers/com.docker.docker/Data/docker.raw.sock"
 if [[ -S $docker_sock ]]; then
@@ -220,7 +450,7 @@ if [[ -S $docker_sock ]]; then
     pass "Docker Desktop's socket refused"
   fi
 else
-  echo "skip: no Docker Desktop socket at $docker_sock"
+  skip "no Docker Desktop socket at $docker_sock"
 fi
 
 if [[ $failures -gt 0 ]]; then

@@ -16,6 +16,7 @@ use sandboxer::sbpl::{
     DatumKind, FilterKind, Outcome, ProcessTarget, Profile, Query, VnodeType, parse, quote_string,
     read,
 };
+use sandboxer::seatbelt::spelled::{regex_literal, subtree_regex};
 use sandboxer::seatbelt::{self, escape::string_literal};
 use sandboxer::{Policy, Target};
 
@@ -471,7 +472,17 @@ proptest! {
             let q = string_literal(n).unwrap();
             q[1..q.len() - 1].to_string()
         };
-        prop_assert_eq!(&text, &benign.replace("benign", &body(&name)));
+        // The refused path is also a regex for its other spellings (names reserved in every
+        // spelling), whose text is the name's spelled form, escaped the same way.
+        let respelled = |n: &str| {
+            let q = regex_literal(&subtree_regex(&format!("{TOP}/{n}/secret"))).unwrap();
+            q[1..q.len() - 1].to_string()
+        };
+        let want = benign
+            .replace(&respelled("benign"), "\u{0}")
+            .replace("benign", &body(&name))
+            .replace('\u{0}', &respelled(&name));
+        prop_assert_eq!(&text, &want);
 
         let (profile, plain) = (parse_rendered(&text)?, parse_rendered(&benign)?);
         prop_assert_eq!(profile.rules().len(), plain.rules().len());

@@ -29,6 +29,7 @@ use sandboxer::autorun::RepositorySettings;
 use sandboxer::autorun::repos::ScanLimits;
 use sandboxer::policy::ResolveOptions;
 use sandboxer::sbpl::{self, FilterKind, KNOWN_OPERATIONS, Outcome, Query, SocketFilter};
+use sandboxer::seatbelt::spelled::subtree_regex;
 use sandboxer::{Op, Policy, Target, Verdict, seatbelt};
 
 const CI_CASES: u32 = 10_000;
@@ -511,8 +512,9 @@ fn filter_shape(kind: &FilterKind, map: &dyn Fn(&str) -> String) -> String {
         FilterKind::Literal(p) => format!("(literal {:?})", map(p)),
         FilterKind::Subpath(p) => format!("(subpath {:?})", map(p)),
         FilterKind::Prefix(p) => format!("(prefix {:?})", map(p)),
-        FilterKind::Regex(p) => format!("(regex {:?})", p.source),
+        FilterKind::Regex(p) => format!("(regex {:?})", map(&p.source)),
         FilterKind::VnodeType(t) => format!("(vnode-type {})", t.as_str()),
+        FilterKind::Extension(c) => format!("(extension {c:?})"),
         FilterKind::GlobalName(n) => format!("(global-name {n:?})"),
         FilterKind::GlobalNamePrefix(n) => format!("(global-name-prefix {n:?})"),
         FilterKind::GlobalNameRegex(p) => format!("(global-name-regex {:?})", p.source),
@@ -566,7 +568,20 @@ fn hostile_paths_change_no_rule() {
                 sbpl::parse(&text, &BTreeMap::new())
                     .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))
             };
-            let got = structure(&parse(&hostile)?, &|s| benign.path(s));
+            // Protected roots and refused paths are also regexes for their other spellings
+            // (names reserved in every spelling): the hostile one's reads as the benign one's.
+            let spelled: BTreeMap<String, String> = hostile
+                .protected
+                .iter()
+                .chain(&hostile.refuse)
+                .filter_map(|r| {
+                    let h = r.path.to_str()?;
+                    Some((subtree_regex(h), subtree_regex(&benign.path(h))))
+                })
+                .collect();
+            let got = structure(&parse(&hostile)?, &|s| {
+                spelled.get(s).cloned().unwrap_or_else(|| benign.path(s))
+            });
             let want = structure(&parse(&plain)?, &|s| s.to_string());
             prop_assert_eq!(got.len(), want.len());
             for (g, w) in got.iter().zip(&want) {

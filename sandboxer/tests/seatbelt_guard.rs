@@ -138,8 +138,8 @@ fn guarded_profile() {
     insta::assert_snapshot!("guarded", text);
 }
 
-/// The guard's denials are the profile's only ones besides `(deny default)`, and come after
-/// every allow: the last matching rule decides.
+/// The guard's denials and the names reserved in every spelling are the profile's only ones
+/// besides `(deny default)`, and come after every allow: the last matching rule decides.
 #[test]
 fn guard_denials_come_last() {
     let profile = parse(&mac(PRODUCT));
@@ -149,7 +149,7 @@ fn guard_denials_come_last() {
         .collect();
     assert_eq!(rules[denies[0]].operations, ["default"]);
     let guard = &denies[1..];
-    assert_eq!(guard.len(), 2, "{:?}", denies);
+    assert_eq!(guard.len(), 3, "{:?}", denies);
     assert_eq!(
         rules[guard[0]].operations,
         [
@@ -160,6 +160,7 @@ fn guard_denials_come_last() {
         ]
     );
     assert_eq!(rules[guard[1]].operations, ["file-write-unlink"]);
+    assert_eq!(rules[guard[2]].operations, ["file-write-create"]);
     let last_allow = (0..rules.len())
         .rfind(|&i| rules[i].action == Action::Allow)
         .unwrap();

@@ -195,8 +195,9 @@ access = "rw"
     insta::assert_snapshot!("nested", seatbelt::render(&policy).unwrap());
 }
 
-/// Without the autorun guard (seatbelt_guard.rs), `(deny default)` is the only deny: the
-/// profile is a union of allow rules.
+/// Without the autorun guard (seatbelt_guard.rs), `(deny default)` is the only deny besides
+/// the names reserved in every spelling (creating another spelling of a protected root or
+/// refused path), which comes last: the profile is a union of allow rules.
 #[test]
 fn profiles_are_allow_only() {
     for text in [PRODUCT, CLOSED, &unblocked(PRODUCT), &unblocked(CLOSED)] {
@@ -208,11 +209,13 @@ fn profiles_are_allow_only() {
             .collect();
         assert_eq!(
             denies.len(),
-            1,
+            2,
             "{:?}",
             denies.iter().map(|r| &r.text).collect::<Vec<_>>()
         );
         assert_eq!(denies[0].operations, ["default"]);
+        assert_eq!(denies[1].operations, ["file-write-create"]);
+        assert!(std::ptr::eq(denies[1], profile.rules().last().unwrap()));
         assert!(denies[0].filters.is_empty());
         assert_eq!(
             profile.rules()[0].text,

@@ -230,6 +230,8 @@ impl Cx<'_> {
             });
         }
 
+        super::devices::protect(target, &mut protected);
+
         // Lookups by ancestor walk in hash maps keep loading linear in the number of rules
         // (times the path depth), not quadratic.
         let protected_index: HashMap<&Path, usize> = protected
@@ -322,6 +324,8 @@ impl Cx<'_> {
                 why: r.why.clone(),
             });
         }
+
+        super::devices::grant(target, &mut grants);
 
         let autorun_guard = raw.autorun.guard.unwrap_or(true);
         let mut guarded = self.guarded(&raw, autorun_guard)?;

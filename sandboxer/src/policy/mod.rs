@@ -10,12 +10,14 @@
 //! Plus launchers (blocked by default). A [`Policy`] is always resolved: absolute, canonical
 //! paths for one [`Target`]. Build one with [`Policy::load`] or [`Policy::from_toml`].
 
+mod devices;
 mod document;
 mod guard;
 mod launchers;
 mod load;
 mod lookup;
 mod network;
+mod reserved;
 mod resolve;
 
 use std::borrow::Cow;
@@ -303,6 +305,9 @@ pub enum Reason {
     Refused { root: PathBuf },
     /// Inside a guarded path, and the operation writes.
     Guarded { root: PathBuf, origin: String },
+    /// Creating another spelling of a protected root or refused path, or something beneath
+    /// one (macOS: the volume would take the new name for the rule's own).
+    Respelled { root: PathBuf },
     /// Inside a grant that allows the operation.
     Granted { root: PathBuf, access: Access },
     /// Inside a read-only grant, and the operation writes.
@@ -354,6 +359,8 @@ pub struct At<'p> {
     ancestor_of: Option<Cow<'p, Path>>,
     refused: Option<&'p Rule>,
     guarded: Option<GuardHit<'p>>,
+    /// A protected root or refused path the path spells otherwise (see `reserved.rs`).
+    respelled: Option<&'p Rule>,
     grant: Option<&'p Grant>,
     protected: Option<&'p Rule>,
     /// A closed base's folders holding the path (looked up only for a closed base).
@@ -405,6 +412,14 @@ impl At<'_> {
                 },
             });
         }
+        if op == Op::Create
+            && let Some(r) = self.respelled
+        {
+            return Decision::deny(Reason::Respelled {
+                root: r.path.clone(),
+            });
+        }
+
         if let Some(g) = self.grant {
             let root = g.path.clone();
             return match (g.access, op.is_read_like()) {
@@ -461,6 +476,12 @@ impl fmt::Display for Reason {
                  sandbox run code later",
                 root.display()
             ),
+            Reason::Respelled { root } => write!(
+                f,
+                "another spelling of {}: reserved in every case and Unicode form, since the \
+                 volume would take a new entry here for it",
+                root.display()
+            ),
             Reason::Granted { root, access } => {
                 write!(f, "inside {:?} grant {}", access, root.display())
             }
@@ -483,8 +504,9 @@ impl Policy {
     /// `path` must be absolute and is taken as already resolved (the kernel resolves
     /// symlinks before any backend's rule sees a path); `.` and `..` are folded lexically.
     /// Checks run from the strongest layer down, so the first that speaks decides:
-    /// launchers, ancestors of rules (delete/rename), refuse, guard (what writes), the deepest
-    /// grant, protected, then the base.
+    /// launchers, ancestors of rules (delete/rename), refuse, guard (what writes), another
+    /// spelling of a protected or refused path (create, macOS), the deepest grant, protected,
+    /// then the base.
     pub fn decide(&self, op: Op, path: &Path) -> Decision {
         self.at(path).decide(op)
     }
@@ -501,6 +523,7 @@ impl Policy {
                 ancestor_of: None,
                 refused: None,
                 guarded: None,
+                respelled: None,
                 grant: None,
                 protected: None,
                 closed_write: None,
@@ -537,6 +560,7 @@ impl Policy {
             ancestor_of,
             refused: self.refuse.iter().find(|r| within(p, &r.path)),
             guarded,
+            respelled: self.reserved_at(p),
             grant,
             protected: self.protected.iter().find(|r| within(p, &r.path)),
             closed_write: closed.and_then(|c| c.write.iter().find(|w| within(p, &w.path))),

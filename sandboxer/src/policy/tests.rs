@@ -244,3 +244,65 @@ fn nested_user_namespaces_is_a_boolean_off_by_default() {
         linux("version = 1\nbase = \"open\"\n[linux]\nnested_user_namespaces = true\n").unwrap();
     assert!(p.linux.nested_user_namespaces);
 }
+
+/// The same policy for Linux, where names are bytes and no device or listing rule is added.
+fn linux(text: &str) -> Policy {
+    let opts = ResolveOptions::new(Target::Linux, PathBuf::from("/home/ada"), false).unwrap();
+    Policy::from_toml(text, "p.toml", &opts).unwrap()
+}
+
+const WORKFLOW: &str = "version = 1\nbase = \"open\"\n[[protected]]\npath = \"/w\"\n\
+    [[grant]]\npath = \"/w/wf\"\naccess = \"rw\"\n[[refuse]]\npath = \"/w/wf/planning\"\n";
+
+/// macOS: another spelling of a refused or protected name is never created; its own
+/// spelling's neighbours are, and on Linux (bytes) the other spellings are other names.
+#[test]
+fn names_are_reserved_in_every_spelling_on_macos_only() {
+    use Verdict::*;
+    let p = mac(WORKFLOW).unwrap();
+    // Inside the protected root by its bytes, another spelling of the grant is refused anyway.
+    assert_eq!(v(&p, Op::Create, "/w/WF/x"), Deny);
+    for taken in ["/w/wf/Planning", "/w/wf/PLANNING/x", "/W", "/W/wf/x"] {
+        assert_eq!(v(&p, Op::Create, taken), Deny, "{taken}");
+        assert!(matches!(
+            p.decide(Op::Create, Path::new(taken)).reason,
+            Reason::Respelled { .. }
+        ));
+    }
+    assert_eq!(v(&p, Op::Create, "/w/wf/planning2"), Allow);
+    assert_eq!(
+        v(&p, Op::Write, "/w/wf/Planning/x"),
+        Allow,
+        "an entry that exists"
+    );
+    let l = linux(WORKFLOW);
+    assert_eq!(v(&l, Op::Create, "/w/wf/Planning"), Allow);
+    assert_eq!(v(&l, Op::Create, "/w/wf/planning"), Deny);
+    let nfc = mac(&WORKFLOW.replace("planning", "caf\u{e9}")).unwrap();
+    assert_eq!(v(&nfc, Op::Create, "/w/wf/cafe\u{301}"), Deny);
+    assert_eq!(v(&nfc, Op::Create, "/w/wf/cafe"), Allow);
+}
+
+/// macOS: `/dev` holds only the listed devices; Linux is unchanged.
+#[test]
+fn macos_devices_are_a_list() {
+    use Verdict::*;
+    let p = mac(WORKFLOW).unwrap();
+    assert_eq!(v(&p, Op::Write, "/dev/null"), Allow);
+    assert_eq!(v(&p, Op::Write, "/dev/fd/1"), Allow);
+    assert_eq!(v(&p, Op::Read, "/dev/urandom"), Allow);
+    assert_eq!(v(&p, Op::Write, "/dev/urandom"), Deny);
+    assert_eq!(v(&p, Op::Read, "/dev/ttys003"), Deny);
+    assert_eq!(v(&p, Op::Read, "/dev/disk0"), Deny);
+    assert_eq!(v(&linux(WORKFLOW), Op::Read, "/dev/disk0"), Allow);
+}
+
+/// A folder above a grant inside a protected root is not listed, on macOS as on Linux (the
+/// contract's `state-root-list`; Bun's ancestors: docs/seatbelt.md, "Bun").
+#[test]
+fn folders_above_a_grant_are_not_listed() {
+    let p = mac(WORKFLOW).unwrap();
+    assert_eq!(v(&p, Op::List, "/w"), Verdict::Deny);
+    assert_eq!(v(&p, Op::List, "/w/wf"), Verdict::Allow);
+    assert_eq!(v(&linux(WORKFLOW), Op::List, "/w"), Verdict::Deny);
+}

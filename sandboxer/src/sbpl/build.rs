@@ -225,6 +225,7 @@ impl Builder<'_> {
             "global-name" => self.one_string(head, args, FilterKind::GlobalName)?,
             "global-name-prefix" => self.one_string(head, args, FilterKind::GlobalNamePrefix)?,
             "sysctl-name" => self.one_string(head, args, FilterKind::SysctlName)?,
+            "extension" => self.one_string(head, args, FilterKind::Extension)?,
             "sysctl-name-prefix" => self.one_string(head, args, FilterKind::SysctlNamePrefix)?,
             "global-name-regex" => {
                 self.one_string(head, args, |s| FilterKind::GlobalNameRegex(Pattern::new(s)))?
@@ -492,13 +493,13 @@ mod tests {
     #[test]
     fn per_rule_unknowns() {
         let prof = p(
-            "(version 1)\n(allow file-read* (extension \"x\") (regex #\"\\d\") \
+            "(version 1)\n(allow file-read* (xattr \"x\") (regex #\"\\d\") \
              (subpath \"/a/\") (require-not (vnode-type TTY)))\n\
              (allow process-exec (with no-sandbox))",
         );
         let unknown = prof.unknown_constructs();
         assert_eq!(unknown.len(), 5, "{unknown:?}");
-        assert!(unknown[0].why.contains("extension"));
+        assert!(unknown[0].why.contains("xattr"));
         assert!(unknown[1].why.contains("regex"));
         assert!(unknown[2].why.contains("normalized"));
         assert!(unknown[3].why.contains("TTY"));

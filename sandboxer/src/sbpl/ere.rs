@@ -31,12 +31,20 @@ const LOWER_ANY: &str = r"[\x00-\x09\x0B-\x7F]";
 /// `.`'s upper bound: any non-empty run of bytes (a character is one to four bytes, and an
 /// engine may take a stray byte as one).
 const UPPER_ANY: &str = "(?:.+)";
+/// What U+FFFD may stand for in non-UTF-8 input: a run of stray non-ASCII bytes (ASCII
+/// bytes are read as themselves by every engine, as the bounds above assume).
+const NON_ASCII_RUN: &str = r"(?:[\x80-\xFF]+)";
 
 /// A translated regex.
 #[derive(Clone, Debug)]
 pub struct Ere {
     lower: Regex,
     upper: Regex,
+    /// The upper bound for non-UTF-8 input: a non-ASCII literal matches its own UTF-8 bytes
+    /// only (an engine reads bytes, or characters out of valid sequences), except U+FFFD,
+    /// which a decoder may make of any stray bytes. Missing it is a sure miss whatever the
+    /// engine makes of stray bytes. None without a non-ASCII literal.
+    loose: Option<Regex>,
     /// Has a non-ASCII literal, whose bytes may be matched mid-character in non-UTF-8 input.
     non_ascii_literal: bool,
 }
@@ -49,6 +57,7 @@ impl Ere {
             at: 0,
             lower: String::new(),
             upper: String::new(),
+            loose: String::new(),
             non_ascii_literal: false,
         };
         t.alternation(0)?;
@@ -58,6 +67,10 @@ impl Ere {
         Ok(Ere {
             lower: compile(&t.lower)?,
             upper: compile(&t.upper)?,
+            loose: match t.non_ascii_literal {
+                true => Some(compile(&t.loose)?),
+                false => None,
+            },
             non_ascii_literal: t.non_ascii_literal,
         })
     }
@@ -73,6 +86,11 @@ impl Ere {
             return Ok(self.lower.is_match(input));
         }
         if self.non_ascii_literal && std::str::from_utf8(input).is_err() {
+            if let Some(loose) = &self.loose
+                && !loose.is_match(input)
+            {
+                return Ok(false);
+            }
             return Err("the input is not UTF-8 and the regex has a non-ASCII character");
         }
         if self.lower.is_match(input) {
@@ -114,6 +132,8 @@ struct Translator {
     lower: String,
     /// The pattern with wildcards as [`UPPER_ANY`].
     upper: String,
+    /// The upper bound with U+FFFD as [`NON_ASCII_RUN`].
+    loose: String,
     non_ascii_literal: bool,
 }
 
@@ -132,6 +152,7 @@ impl Translator {
     fn push(&mut self, s: &str) {
         self.lower.push_str(s);
         self.upper.push_str(s);
+        self.loose.push_str(s);
     }
 
     fn push_literal(&mut self, c: char) {
@@ -140,7 +161,13 @@ impl Translator {
         }
         let mut text = String::new();
         push_literal(&mut text, c);
-        self.push(&text);
+        self.lower.push_str(&text);
+        self.upper.push_str(&text);
+        self.loose.push_str(if c == char::REPLACEMENT_CHARACTER {
+            NON_ASCII_RUN
+        } else {
+            &text
+        });
     }
 
     fn alternation(&mut self, depth: usize) -> Result<(), String> {
@@ -267,6 +294,7 @@ impl Translator {
             '.' => {
                 self.lower.push_str(LOWER_ANY);
                 self.upper.push_str(UPPER_ANY);
+                self.loose.push_str(UPPER_ANY);
                 Ok(Atom::Wildcard)
             }
             '^' => {
@@ -353,6 +381,7 @@ impl Translator {
             // Upper bound: any non-empty run of bytes outside the set. The set is ASCII, and
             // no byte of a multi-byte character is ASCII, so no engine matches more.
             self.upper.push_str(&format!("(?:[^{class}]+)"));
+            self.loose.push_str(&format!("(?:[^{class}]+)"));
             Ok(Atom::Wildcard)
         } else {
             self.push(&format!("[{class}]"));
@@ -498,5 +527,15 @@ mod tests {
                 .matches(b"\xc3\xa9\xff")
                 .is_err()
         );
+        // Unless its bytes are nowhere they could match: no engine reads é out of other bytes.
+        let spelled = Ere::translate("^/[Xx]/(É|é)(/|$)").unwrap();
+        assert_eq!(spelled.matches(b"/a/\xff"), Ok(false));
+        assert_eq!(spelled.matches(b"/x/b/\xff"), Ok(false));
+        assert_eq!(spelled.matches(b"/x/\xff\xfe"), Ok(false));
+        assert!(spelled.matches(b"/x/\xc3\xa9/\xff").is_err());
+        // A decoder may make U+FFFD of any stray bytes.
+        let replaced = Ere::translate("^/x/\u{FFFD}$").unwrap();
+        assert!(replaced.matches(b"/x/\xff").is_err());
+        assert_eq!(replaced.matches(b"/y/\xff"), Ok(false));
     }
 }

@@ -78,6 +78,8 @@ pub(super) enum Subject<'a> {
     Path {
         bytes: &'a [u8],
         vnode: Option<VnodeType>,
+        /// The sandbox extension class held for the file, if any.
+        extension: Option<&'a str>,
     },
     Mach(&'a str),
     Sysctl(&'a str),
@@ -104,6 +106,12 @@ impl<'a> Subject<'a> {
             Query::Path { path, vnode } => Subject::Path {
                 bytes: checked_path(path)?,
                 vnode,
+                extension: None,
+            },
+            Query::HeldPath { path, extension } => Subject::Path {
+                bytes: checked_path(path)?,
+                vnode: None,
+                extension: Some(extension),
             },
             Query::UnixSocket(path) => Subject::Socket(checked_path(path)?),
             Query::MachName(name) if name.is_empty() || name.contains('\0') => {
@@ -160,6 +168,9 @@ pub(super) fn filter_matches(filter: &Filter, subject: &Subject) -> Match {
             Some(v) => Match::of(v == t),
             None => unknown("the query does not say the file's type (vnode type)".into()),
         },
+        (FilterKind::Extension(class), Subject::Path { extension, .. }) => {
+            Match::of(*extension == Some(class.as_str()))
+        }
         (FilterKind::GlobalName(n), Subject::Mach(name)) => Match::of(name == n),
         (FilterKind::GlobalNamePrefix(n), Subject::Mach(name)) => {
             Match::of(name.starts_with(n.as_str()))

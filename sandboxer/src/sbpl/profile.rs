@@ -103,6 +103,9 @@ pub enum FilterKind {
     Regex(Pattern),
     /// `(vnode-type T)`.
     VnodeType(VnodeType),
+    /// `(extension "CLASS")`: the process holds a sandbox extension of that class for the
+    /// file (a pty opened through `/dev/ptmx` holds `com.apple.sandbox.pty`).
+    Extension(String),
     /// `(global-name N)` for Mach services.
     GlobalName(String),
     GlobalNamePrefix(String),
@@ -281,6 +284,7 @@ impl Filter {
             }
             FilterKind::Prefix(_)
             | FilterKind::VnodeType(_)
+            | FilterKind::Extension(_)
             | FilterKind::GlobalName(_)
             | FilterKind::GlobalNamePrefix(_)
             | FilterKind::SysctlName(_)

@@ -15,6 +15,9 @@ pub enum Query<'a> {
         path: &'a Path,
         vnode: Option<VnodeType>,
     },
+    /// A file for which the process holds a sandbox extension of class `extension`: what an
+    /// `(extension …)` filter asks. A [`Query::Path`] holds none.
+    HeldPath { path: &'a Path, extension: &'a str },
     /// A global Mach service name: `mach-lookup`, `mach-register`.
     MachName(&'a str),
     /// A sysctl name (`hw.cachelinesize`): `sysctl-read`, `sysctl-write`.
@@ -30,7 +33,7 @@ pub enum Query<'a> {
 impl Query<'_> {
     pub fn kind(&self) -> QueryKind {
         match self {
-            Query::Path { .. } => QueryKind::Path,
+            Query::Path { .. } | Query::HeldPath { .. } => QueryKind::Path,
             Query::MachName(_) => QueryKind::MachName,
             Query::Sysctl(_) => QueryKind::Sysctl,
             Query::UnixSocket(_) => QueryKind::UnixSocket,

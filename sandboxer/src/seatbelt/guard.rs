@@ -7,6 +7,10 @@
 //! APFS opens `~/.ZSHRC` as `~/.zshrc`; its ancestors, however spelled, are never deleted or
 //! renamed. On macOS the repository pattern guards each git folder's `hooks` and `config`
 //! under the home, except inside read-write grants, where only that pattern is lifted.
+//!
+//! The other denials after every allow are the names reserved in every spelling
+//! (`policy/reserved.rs`): creating another spelling of a protected root or refused path,
+//! or anything beneath one, as a regex for its every spelling minus its own bytes.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -25,6 +29,9 @@ pub(super) struct GuardFilters {
     pub writes: String,
     /// Their ancestors and the repositories' git folders: never deleted or renamed.
     pub unlink: String,
+    /// Other spellings of protected roots and refused paths, and what lies beneath them:
+    /// never created.
+    pub respelled: String,
 }
 
 fn text<'p>(path: &'p Path, what: &'static str) -> Result<&'p str, RenderError> {
@@ -114,6 +121,35 @@ impl GuardFilters {
         Ok(GuardFilters {
             writes: writes.into_string(),
             unlink: unlink.into_string(),
+            respelled: respelled(policy)?,
         })
     }
+}
+
+/// Every spelling of each protected root and refused path but its own bytes, and what lies
+/// beneath: `(require-all (regex SPELLINGS) (require-not (subpath ROOT)))`.
+fn respelled(policy: &Policy) -> Result<String, RenderError> {
+    let roots: BTreeSet<&Path> = policy
+        .protected
+        .iter()
+        .chain(&policy.refuse)
+        .map(|r| r.path.as_path())
+        .collect();
+    let mut out = Alternatives::default();
+    for (i, &r) in roots.iter().enumerate() {
+        let what = "protected root or refused path";
+        let own = path_literal(r).map_err(|source| RenderError::Literal {
+            what,
+            origin: r.to_string_lossy().into_owned(),
+            source,
+        })?;
+        let comment =
+            (i == 0).then_some("every other spelling (APFS ignores case and normalisation)");
+        out.regex_outside(
+            comment,
+            &literal(&subtree_regex(text(r, what)?), what, r)?,
+            &[own],
+        );
+    }
+    Ok(out.into_string())
 }

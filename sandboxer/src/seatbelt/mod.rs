@@ -325,6 +325,8 @@ struct ProfileData {
     guard_writes: String,
     /// Their folders and the repositories' git folders, denied file-write-unlink.
     guard_unlink: String,
+    /// Other spellings of protected roots and refused paths, denied file-write-create.
+    respelled: String,
     /// ` (with message "TAG")` on every deny rule, or nothing (`[macos] log_tag`).
     deny_message: String,
     launcher_exec: Vec<String>,
@@ -477,6 +479,7 @@ impl ProfileData {
             traverse: traverse.into_string(),
             guard_writes: guard.writes,
             guard_unlink: guard.unlink,
+            respelled: guard.respelled,
             deny_message: match &policy.macos.log_tag {
                 Some(tag) => format!(" (with message {})", name_literal("macos.log_tag", tag)?),
                 None => String::new(),

@@ -24,7 +24,12 @@ use crate::spelling::{composed, variants};
 /// The regex body for `path`'s spellings, unanchored.
 fn spellings(path: &str) -> String {
     let mut out = String::with_capacity(path.len() * 4);
-    for c in composed(path).chars() {
+    // ASCII is its own composed form; a policy's paths mostly are.
+    let composed: std::borrow::Cow<'_, str> = match path.is_ascii() {
+        true => path.into(),
+        false => composed(path).into(),
+    };
+    for c in composed.chars() {
         if c.is_ascii_alphabetic() {
             out.push('[');
             out.push(c.to_ascii_uppercase());

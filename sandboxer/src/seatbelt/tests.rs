@@ -7,9 +7,49 @@ use super::layout::{Key, Layout, layout};
 use super::*;
 use crate::policy::ResolveOptions;
 
+/// The policy in `text` without the devices every macOS policy grants (policy/devices.rs;
+/// their cut is `devices_are_a_protected_root_with_grants`), so each shape is cut alone.
 fn mac(text: &str) -> Policy {
+    let mut p = with_devices(text);
+    let devices = |o: &crate::policy::Origin| o.file == "(devices)";
+    p.protected.retain(|r| !devices(&r.origin));
+    p.grants.retain(|g| !devices(&g.origin));
+    p
+}
+
+fn with_devices(text: &str) -> Policy {
     let opts = ResolveOptions::new(Target::Macos, PathBuf::from("/Users/ada"), false).unwrap();
     Policy::from_toml(text, "p.toml", &opts).unwrap()
+}
+
+/// `/dev` is left out of the open base; each device is its own region, `/dev/fd` with what
+/// lies beneath, and only the read-write ones are writable.
+#[test]
+fn devices_are_a_protected_root_with_grants() {
+    let p: &'static Policy = Box::leak(Box::new(with_devices("version = 1\nbase = \"open\"\n")));
+    let l = layout(p);
+    assert!(l.read[0].region.except.contains(&k("/dev")));
+    assert!(l.write[0].region.except.contains(&k("/dev")));
+    for device in [
+        "/dev/null",
+        "/dev/tty",
+        "/dev/ptmx",
+        "/dev/fd",
+        "/dev/urandom",
+    ] {
+        assert!(read_roots(&l).contains(&k(device)), "{device}");
+    }
+    for rw in [
+        "/dev/null",
+        "/dev/tty",
+        "/dev/ptmx",
+        "/dev/fd",
+        "/dev/dtracehelper",
+    ] {
+        assert!(write_roots(&l).contains(&k(rw)), "{rw}");
+    }
+    assert!(!write_roots(&l).contains(&k("/dev/urandom")));
+    assert!(l.traverse.contains(&k("/dev")));
 }
 
 fn k(s: &str) -> Key<'_> {
@@ -128,9 +168,10 @@ fn empty_lists_write_no_rule() {
         "version = 1\nbase = \"closed\"\n[closed]\nread = []\nwrite = []\n[launchers]\nblock = false\n",
     );
     let text = render(&p).unwrap();
+    // The rules the region lists feed (the ptys' rule has its own filters).
     for op in [
-        "file-read*",
-        "file-write*",
+        "file-read* file-ioctl",
+        "file-write* file-link",
         "process-exec",
         "network-outbound\n",
         "network-bind\n",
