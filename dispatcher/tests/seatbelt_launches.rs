@@ -96,6 +96,8 @@ fn subjects() -> (tempfile::TempDir, Vec<Subject>) {
                 tmux: PathBuf::from("/opt/homebrew/bin/tmux"),
                 clis: vec![],
                 as_root: false,
+                // A Mac's launch: the lists are resolved by the Mac's profile, not a wrapper.
+                lists_env: Vec::new(),
             };
             let name = format!("{} {mode}", a.name);
             let l = launch::plan(&state, &a, &req, &tools, |_| Ok("test".into()))
