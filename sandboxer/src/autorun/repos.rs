@@ -29,7 +29,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
@@ -138,7 +138,7 @@ impl Beyond {
 /// (`root` included) are not walked: the caller's protected roots and read-write grants,
 /// where repositories are not guarded.
 pub fn scan(root: &Path, limits: &ScanLimits, exclude: &dyn Fn(&Path) -> bool) -> Found {
-    let started = Instant::now();
+    let started = ThreadClock::now();
     let skip = Skip::new(root, &limits.skip);
     let mut found = Found::default();
     let mut deeper = Deeper::default();
@@ -302,6 +302,32 @@ fn lossy<S: Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
 
 fn lossy_all<S: Serializer>(paths: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(paths.iter().map(|p| p.to_string_lossy()))
+}
+
+/// The time this thread has run: the scan's budget is CPU time, not wall time, so a busy
+/// machine (other programs taking the CPU) does not leave repositories unguarded that a quiet
+/// one would have found; what it bounds is the work the launch does.
+struct ThreadClock(Duration);
+
+impl ThreadClock {
+    fn now() -> ThreadClock {
+        ThreadClock(thread_cpu_time())
+    }
+
+    fn elapsed(&self) -> Duration {
+        thread_cpu_time().saturating_sub(self.0)
+    }
+}
+
+fn thread_cpu_time() -> Duration {
+    // SAFETY: all-zero is a valid timespec; the kernel fills it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` lives across the call.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0;
+    if !ok {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 #[cfg(test)]
