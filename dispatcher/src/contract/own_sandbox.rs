@@ -89,18 +89,11 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Statement>, ContractError> {
         Template::parse(s.get_ref())
             .and_then(|t| t.known_by(|v| VARIABLES.contains(&v)))
             .map_err(|e| {
-                let (line, column) = lines.line_col(s.span().start);
                 let known = VARIABLES.map(|v| format!("{{{v}}}")).join(", ");
                 let message = format!("{e}; known: {known}");
                 ContractError::Load(
-                    DataFileError {
-                        file: file.into(),
-                        line,
-                        column,
-                        field,
-                        message,
-                    }
-                    .to_string(),
+                    DataFileError::at(file, &lines, Some(s.span().start), field, message)
+                        .to_string(),
                 )
             })
     };
