@@ -1518,6 +1518,18 @@ fn job_control(r: &Runner) {
             .unwrap_or('?')
     };
     let ticks = |running: &Running| running.stdout().lines().count();
+    // The command is the caller's deepest descendant (caller → monitor → PID 1 → command).
+    let deepest = |pid: Pid| {
+        let mut at = pid.as_raw() as u32;
+        loop {
+            let kids =
+                fs::read_to_string(format!("/proc/{at}/task/{at}/children")).unwrap_or_default();
+            match kids.split_whitespace().next().and_then(|k| k.parse().ok()) {
+                Some(k) => at = k,
+                None => return Pid::from_raw(at as i32),
+            }
+        }
+    };
     let until = |what: &str, ok: &dyn Fn() -> bool| {
         let deadline = Instant::now() + TIMEOUT;
         while !ok() {
@@ -1538,6 +1550,12 @@ fn job_control(r: &Runner) {
             kill(pid, Signal::SIGTSTP).unwrap();
             until(&format!("{shape}/{how}: the caller stops"), &|| {
                 state(pid) == 'T'
+            });
+            // A command that catches SIGTSTP stops itself from its handler, whenever it gets
+            // to run it; a SIGCONT sent before that would be followed by the stop and leave
+            // it stopped (as it would unconfined). So the resume waits for the command's stop.
+            until(&format!("{shape}/{how}: the command stops"), &|| {
+                state(deepest(pid)) == 'T'
             });
             std::thread::sleep(Duration::from_millis(100));
             let stopped_at = ticks(&running);
