@@ -8,8 +8,8 @@
 //! - Devices: only null, zero, random, urandom, tty, ptmx, fd/ and dtracehelper; another
 //!   terminal's `/dev/ttys*` is neither read nor written unless this sandbox opened it (the
 //!   `com.apple.sandbox.pty` extension); ioctl on a pty held open is allowed.
-//! - Bun: the folders above the working folder inside the state root give their metadata,
-//!   not their listing (the trade-off is in docs/seatbelt.md, "Bun").
+//! - Bun: the folders above the working folder inside the state root give their metadata
+//!   and their names, never a file in them (docs/seatbelt.md, "Bun").
 //!
 //! Every denial has its control: the same operation allowed on a neighbour.
 
@@ -22,7 +22,7 @@ use dispatcher::launch::{self, LaunchRequest, Tools};
 use dispatcher::state::{ChatSettings, StateRoot};
 use dispatcher::step::{self, StepRequest};
 use sandboxer::policy::{ResolveOptions, default_policy};
-use sandboxer::sbpl::{self, Outcome, Query};
+use sandboxer::sbpl::{self, Outcome, Query, VnodeType};
 use sandboxer::{Policy, Target, seatbelt};
 
 const HOME: &str = "/Users/zo\u{eb}";
@@ -157,6 +157,22 @@ fn ask(profile: &sbpl::Profile, op: &str, path: &str) -> Outcome {
     e.outcome
 }
 
+/// [`expect`] for a query that says what kind of object is at `path`.
+fn expect_as(s: &Subject, op: &str, path: &Path, vnode: VnodeType, want: Outcome) {
+    let e = s.profile.evaluate(
+        op,
+        &Query::Path {
+            path,
+            vnode: Some(vnode),
+        },
+    );
+    assert_eq!(
+        e.outcome, want,
+        "{}: {op} {path:?} ({vnode:?}): {}",
+        s.name, e.why
+    );
+}
+
 fn expect(s: &Subject, op: &str, path: &str, want: Outcome) {
     assert_eq!(ask(&s.profile, op, path), want, "{}: {op} {path:?}", s.name);
 }
@@ -276,21 +292,50 @@ fn only_the_listed_devices_and_own_ptys_are_open() {
 }
 
 /// Bun's ancestors: the folders above the working folder inside the state root give their
-/// metadata (realpath) but not their listing, which the contract's `state-root-list` refuses
-/// (docs/seatbelt.md, "Bun"); the working folder itself is listed.
+/// metadata (realpath) and their names (Bun opens each), never a file in them nor a sibling
+/// folder (docs/seatbelt.md, "Bun"); the working folder itself is listed.
 #[test]
-fn folders_above_the_working_folder_give_metadata_only() {
+fn folders_above_the_working_folder_give_their_names_only() {
     let (_dir, subjects) = subjects();
     for s in subjects.iter().filter(|s| s.cwd.is_some()) {
         let cwd = s.cwd.as_ref().unwrap();
         let state = s.state.as_ref().unwrap();
         expect(s, "file-read-data", cwd.to_str().unwrap(), Outcome::Allow);
-        for a in cwd.ancestors().skip(1).filter(|a| a.starts_with(state)) {
-            let a = a.to_str().unwrap();
-            expect(s, "file-read-metadata", a, Outcome::Allow);
-            expect(s, "file-read-data", a, Outcome::Deny);
+        let above: Vec<&Path> = cwd
+            .ancestors()
+            .skip(1)
+            .filter(|a| a.starts_with(state))
+            .collect();
+        assert!(!above.is_empty(), "{}: {}", s.name, cwd.display());
+        for a in above {
+            let name = a.to_str().unwrap();
+            expect(s, "file-read-metadata", name, Outcome::Allow);
+            expect_as(s, "file-read-data", a, VnodeType::Directory, Outcome::Allow);
+            expect_as(
+                s,
+                "file-read-data",
+                a,
+                VnodeType::RegularFile,
+                Outcome::Deny,
+            );
+            // A folder beside the way down is another chat's or the product's own.
+            let beside = a.join("beside");
+            expect_as(
+                s,
+                "file-read-data",
+                &beside,
+                VnodeType::Directory,
+                Outcome::Deny,
+            );
         }
         let config = state.join("config.json");
+        expect_as(
+            s,
+            "file-read-data",
+            &config,
+            VnodeType::RegularFile,
+            Outcome::Deny,
+        );
         expect(
             s,
             "file-read-metadata",

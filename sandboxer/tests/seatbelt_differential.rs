@@ -355,10 +355,7 @@ fn query_paths(policy: &Policy, extra: &[PathBuf]) -> BTreeSet<PathBuf> {
 }
 
 fn verdict(profile: &sbpl::Profile, op: Op, path: &Path) -> Result<Verdict, String> {
-    let query = match op {
-        Op::ConnectUnix => Query::UnixSocket(path),
-        _ => Query::Path { path, vnode: None },
-    };
+    let query = seatbelt::query_for(op, path);
     let e = profile.evaluate(seatbelt::operation_for(op), &query);
     match e.outcome {
         Outcome::Allow => Ok(Verdict::Allow),

@@ -414,10 +414,7 @@ fn product_profile_decides_like_the_policy() {
 }
 
 fn evaluate(profile: &sbpl::Profile, op: Op, path: &Path) -> Option<Verdict> {
-    let query = match op {
-        Op::ConnectUnix => sbpl::Query::UnixSocket(path),
-        _ => sbpl::Query::Path { path, vnode: None },
-    };
+    let query = seatbelt::query_for(op, path);
     match profile
         .evaluate(seatbelt::operation_for(op), &query)
         .outcome

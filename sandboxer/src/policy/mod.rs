@@ -35,7 +35,7 @@ pub use load::{PolicyError, default_policy};
 pub use lookup::Lookup;
 pub use resolve::{ResolveError, ResolveOptions};
 
-use crate::paths::{normalize, within};
+use crate::paths::{normalize, strictly_within, within};
 use crate::target::Target;
 use guard::{GuardHit, REPOSITORIES_ORIGIN};
 
@@ -301,6 +301,9 @@ pub enum Reason {
     /// Delete or rename of a folder that holds a protected root, grant or refused path: the
     /// rules are by path, so moving an ancestor would move the data out from under them.
     Ancestor { of: PathBuf },
+    /// macOS, listing a folder above a grant: the names in it, never their content. Bun opens
+    /// every folder above its working folder and stops when one refuses (docs/seatbelt.md).
+    AboveGrant { grant: PathBuf },
     /// Inside a refused path.
     Refused { root: PathBuf },
     /// Inside a guarded path, and the operation writes.
@@ -357,6 +360,8 @@ pub struct At<'p> {
     launcher_folder: Option<&'p LauncherPath>,
     /// A rule root strictly beneath the path (see `guard.rs` for macOS's guard).
     ancestor_of: Option<Cow<'p, Path>>,
+    /// macOS: a grant strictly beneath the path, whose folders above may be listed.
+    above_grant: Option<&'p Grant>,
     refused: Option<&'p Rule>,
     guarded: Option<GuardHit<'p>>,
     /// A protected root or refused path the path spells otherwise (see `reserved.rs`).
@@ -371,6 +376,19 @@ pub struct At<'p> {
 impl At<'_> {
     /// [`Policy::decide`] for `op` at this path.
     pub fn decide(&self, op: Op) -> Decision {
+        let decision = self.decide_by_rules(op);
+        match self.above_grant {
+            Some(g) if op == Op::List && !decision.allowed() => {
+                Decision::allow(Reason::AboveGrant {
+                    grant: g.path.clone(),
+                })
+            }
+            _ => decision,
+        }
+    }
+
+    /// The rules' answer, before a folder above a grant is opened for its names.
+    fn decide_by_rules(&self, op: Op) -> Decision {
         if !self.absolute {
             return Decision::deny(Reason::NotAbsolute);
         }
@@ -469,6 +487,11 @@ impl fmt::Display for Reason {
                 "holds {}: an ancestor of a rule's path is never deleted or renamed",
                 of.display()
             ),
+            Reason::AboveGrant { grant } => write!(
+                f,
+                "a folder above grant {}: its names may be listed (macOS), never read",
+                grant.display()
+            ),
             Reason::Refused { root } => write!(f, "inside refused path {}", root.display()),
             Reason::Guarded { root, origin } => write!(
                 f,
@@ -521,6 +544,7 @@ impl Policy {
                 launcher: None,
                 launcher_folder: None,
                 ancestor_of: None,
+                above_grant: None,
                 refused: None,
                 guarded: None,
                 respelled: None,
@@ -558,6 +582,13 @@ impl Policy {
             launcher: launchers.and_then(|l| l.exec.iter().find(|l| l.path == p)),
             launcher_folder: launchers.and_then(|l| l.read.iter().find(|l| within(p, &l.path))),
             ancestor_of,
+            above_grant: (self.target == Target::Macos)
+                .then(|| {
+                    self.grants
+                        .iter()
+                        .find(|g| strictly_within(&g.path, p) && self.is_live(g))
+                })
+                .flatten(),
             refused: self.refuse.iter().find(|r| within(p, &r.path)),
             guarded,
             respelled: self.reserved_at(p),
@@ -566,6 +597,13 @@ impl Policy {
             closed_write: closed.and_then(|c| c.write.iter().find(|w| within(p, &w.path))),
             closed_read: closed.and_then(|c| c.read.iter().find(|r| within(p, &r.path))),
         }
+    }
+
+    /// A grant that opens something: not inside a refused path or a blocked launcher's folder.
+    fn is_live(&self, g: &Grant) -> bool {
+        let launchers = self.launchers.block.then_some(&self.launchers);
+        !self.refuse.iter().any(|r| within(&g.path, &r.path))
+            && !launchers.is_some_and(|l| l.read.iter().any(|f| within(&g.path, &f.path)))
     }
 
     /// The grant that decides for `path`: the deepest one containing it.

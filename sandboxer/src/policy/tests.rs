@@ -297,12 +297,36 @@ fn macos_devices_are_a_list() {
     assert_eq!(v(&linux(WORKFLOW), Op::Read, "/dev/disk0"), Allow);
 }
 
-/// A folder above a grant inside a protected root is not listed, on macOS as on Linux (the
-/// contract's `state-root-list`; Bun's ancestors: docs/seatbelt.md, "Bun").
+/// macOS: a folder above a grant inside a protected root gives its names (Bun opens every
+/// folder above its working folder: docs/seatbelt.md, "Bun") and nothing else: no file in it,
+/// no sibling folder. Linux reaches grants through its own mounts and lists nothing.
 #[test]
-fn folders_above_a_grant_are_not_listed() {
+fn folders_above_a_grant_give_their_names_on_macos_only() {
+    use Verdict::*;
     let p = mac(WORKFLOW).unwrap();
-    assert_eq!(v(&p, Op::List, "/w"), Verdict::Deny);
-    assert_eq!(v(&p, Op::List, "/w/wf"), Verdict::Allow);
-    assert_eq!(v(&linux(WORKFLOW), Op::List, "/w"), Verdict::Deny);
+    assert_eq!(v(&p, Op::List, "/w"), Allow);
+    assert!(matches!(
+        p.decide(Op::List, Path::new("/w")).reason,
+        Reason::AboveGrant { .. }
+    ));
+    for op in [
+        Op::Read,
+        Op::Write,
+        Op::Create,
+        Op::Delete,
+        Op::Rename,
+        Op::Exec,
+    ] {
+        assert_eq!(v(&p, op, "/w"), Deny, "{op:?}");
+    }
+    assert_eq!(v(&p, Op::Read, "/w/config.json"), Deny);
+    assert_eq!(v(&p, Op::List, "/w/other"), Deny);
+    assert_eq!(v(&p, Op::List, "/w/wf"), Allow);
+    assert_eq!(v(&p, Op::List, "/w/wf/planning"), Deny);
+    // Where the rules allow the listing anyway, they keep their own reason.
+    assert!(matches!(
+        p.decide(Op::List, Path::new("/")).reason,
+        Reason::BaseOpen
+    ));
+    assert_eq!(v(&linux(WORKFLOW), Op::List, "/w"), Deny);
 }

@@ -84,15 +84,9 @@ pub fn evaluate(
 
 fn ask(profile: &Profile, op: ProbeOp, check: SbplCheck) -> Result<CheckAnswer, String> {
     let (label, e) = match check {
-        SbplCheck::Path(sbpl_op, p) => {
+        SbplCheck::Path(sbpl_op, p, vnode) => {
             let p = macos_path(&p).map_err(|e| format!("{op}: {e}"))?;
-            let e = profile.evaluate(
-                sbpl_op,
-                &Query::Path {
-                    path: &p,
-                    vnode: None,
-                },
-            );
+            let e = profile.evaluate(sbpl_op, &Query::Path { path: &p, vnode });
             (format!("{sbpl_op} {}", p.display()), e)
         }
         SbplCheck::UnixSocket(p) => {

@@ -10,6 +10,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::sbpl::VnodeType;
+
 /// What an operand names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -96,8 +98,9 @@ pub enum Evidence {
 /// One Seatbelt check a probe needs: the SBPL operation and the object it is checked on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SbplCheck {
-    /// A file operation (or `process-exec`) on a path.
-    Path(&'static str, String),
+    /// A file operation (or `process-exec`) on a path, and the kind of object there when the
+    /// operation says it (reading a file, listing a folder).
+    Path(&'static str, String, Option<VnodeType>),
     /// `network-outbound` to a Unix socket path.
     UnixSocket(String),
     /// `mach-lookup` of a global name.
@@ -359,23 +362,30 @@ impl ProbeOp {
         let t = || target.to_string();
         let a = || arg.unwrap_or_default().to_string();
         Some(match self {
-            ProbeOp::Read | ProbeOp::List | ProbeOp::ReadLate => {
-                vec![Path("file-read-data", t())]
+            ProbeOp::Read | ProbeOp::ReadLate => {
+                vec![Path("file-read-data", t(), Some(VnodeType::RegularFile))]
             }
-            ProbeOp::Write => vec![Path("file-write-data", t())],
-            ProbeOp::Create => vec![Path("file-write-create", t())],
-            ProbeOp::Delete => vec![Path("file-write-unlink", t())],
+            ProbeOp::List => vec![Path("file-read-data", t(), Some(VnodeType::Directory))],
+            ProbeOp::Write => vec![Path("file-write-data", t(), None)],
+            ProbeOp::Create => vec![Path("file-write-create", t(), None)],
+            ProbeOp::Delete => vec![Path("file-write-unlink", t(), None)],
             ProbeOp::Rename | ProbeOp::RenameDir => vec![
-                Path("file-write-unlink", t()),
-                Path("file-write-create", a()),
+                Path("file-write-unlink", t(), None),
+                Path("file-write-create", a(), None),
             ],
             // file-link is checked on the file being linked, file-write-create on the new name.
-            ProbeOp::Link => vec![Path("file-link", t()), Path("file-write-create", a())],
+            ProbeOp::Link => vec![
+                Path("file-link", t(), None),
+                Path("file-write-create", a(), None),
+            ],
             // Seatbelt checks the resolved path: reading through the link is reading the target.
             ProbeOp::SymlinkFollow => {
-                vec![Path("file-write-create", a()), Path("file-read-data", t())]
+                vec![
+                    Path("file-write-create", a(), None),
+                    Path("file-read-data", t(), Some(VnodeType::RegularFile)),
+                ]
             }
-            ProbeOp::Exec => vec![Path("process-exec", t())],
+            ProbeOp::Exec => vec![Path("process-exec", t(), None)],
             ProbeOp::ConnectUnix => vec![UnixSocket(t())],
             ProbeOp::Signal => vec![OutsideProcess("signal")],
             ProbeOp::MachLookup => vec![MachName(t())],
@@ -386,8 +396,8 @@ impl ProbeOp {
             ProbeOp::Lsopen => vec![NoObject("lsopen"), MachName(LAUNCHSERVICES.to_string())],
             // A copy is not a launcher by path, but it still needs LaunchServices.
             ProbeOp::OpenCopy => vec![
-                Path("file-write-create", a()),
-                Path("process-exec", a()),
+                Path("file-write-create", a(), None),
+                Path("process-exec", a(), None),
                 NoObject("lsopen"),
                 MachName(LAUNCHSERVICES.to_string()),
             ],
@@ -470,7 +480,7 @@ mod tests {
         for op in ProbeOp::ALL {
             for check in op.seatbelt_checks("/x", Some("/y")).unwrap_or_default() {
                 let name = match check {
-                    SbplCheck::Path(o, _)
+                    SbplCheck::Path(o, _, _)
                     | SbplCheck::OutsideProcess(o)
                     | SbplCheck::NoObject(o) => o,
                     SbplCheck::UnixSocket(_) => "network-outbound",

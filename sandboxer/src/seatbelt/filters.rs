@@ -39,6 +39,13 @@ impl Alternatives {
         self.0
     }
 
+    /// The same text indented `levels` more (two spaces each), to sit inside another filter.
+    /// Only the separators are line breaks: a literal with a control character is refused
+    /// before it gets here (`escape.rs`).
+    pub(crate) fn nested(&self, levels: usize) -> String {
+        self.0.replace("\n", &format!("\n{}", "  ".repeat(levels)))
+    }
+
     /// `comment` is fixed text from the renderer (never a path or a name from the policy).
     fn next(&mut self, comment: Option<&str>) -> &mut String {
         if let Some(c) = comment {

@@ -54,6 +54,25 @@ pub fn operation_for(op: Op) -> &'static str {
     }
 }
 
+/// The evaluator's question for `op` at `path`: [`operation_for`] on the object there. Read
+/// and list are both `file-read-data`; what is opened tells them apart (a file's content, a
+/// folder's names).
+pub fn query_for(op: Op, path: &Path) -> crate::sbpl::Query<'_> {
+    use crate::sbpl::{Query, VnodeType};
+    match op {
+        Op::ConnectUnix => Query::UnixSocket(path),
+        Op::Read => Query::Path {
+            path,
+            vnode: Some(VnodeType::RegularFile),
+        },
+        Op::List => Query::Path {
+            path,
+            vnode: Some(VnodeType::Directory),
+        },
+        _ => Query::Path { path, vnode: None },
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
     #[error(
@@ -321,6 +340,8 @@ struct ProfileData {
     write_local: String,
     /// Folders above grants, for file-read-metadata.
     traverse: String,
+    /// The same folders, indented to sit inside `(require-all (vnode-type DIRECTORY) …)`.
+    traverse_nested: String,
     /// The autorun guard: guarded paths, denied file-write* and file-link after every allow.
     guard_writes: String,
     /// Their folders and the repositories' git folders, denied file-write-unlink.
@@ -476,6 +497,7 @@ impl ProfileData {
             write_keep: write_keep.into_string(),
             write_remote: lists.write_remote.into_string(),
             write_local: lists.write_local.into_string(),
+            traverse_nested: traverse.nested(2),
             traverse: traverse.into_string(),
             guard_writes: guard.writes,
             guard_unlink: guard.unlink,

@@ -249,10 +249,7 @@ fn seatbelt_answer(
     let profile = sbpl::parse(&text, &BTreeMap::new())
         .map_err(|e| anyhow::anyhow!("the rendered profile does not parse: {e}"))?;
     let sbpl_op = seatbelt::operation_for(op);
-    let query = match op {
-        Op::ConnectUnix => Query::UnixSocket(path),
-        _ => Query::Path { path, vnode: None },
-    };
+    let query = seatbelt::query_for(op, path);
     let e = profile.evaluate(sbpl_op, &query);
     Ok(BackendAnswer {
         outcome: e.outcome,
