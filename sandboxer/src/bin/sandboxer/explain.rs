@@ -136,6 +136,9 @@ fn explain_profile(file: &Path, args: &ExplainArgs) -> Result<Answer> {
             )
         }
         (QueryKind::UnixSocket, Some(p)) => profile.evaluate(op, &Query::UnixSocket(absolute(p)?)),
+        (QueryKind::Ip, Some(o)) => {
+            bail!("`{op}` needs an IP address and port (127.0.0.1:3128, [::1]:53), not {o:?}")
+        }
         (QueryKind::MachName, Some(name)) => {
             let name = name
                 .to_str()
