@@ -20,10 +20,13 @@
 #     Under the guard: protected reads in other cases and /System/Volumes/Data spellings,
 #     `mkdir wf/Planning` (a refused name in another spelling), `ln` out of the protected root.
 #  4. `sysctl hw.cachelinesize` and a user lookup work (sysctls, the Mach allowlist); Docker
-#     Desktop's socket under ~/Library/Containers is refused. Also Node's os.cpus() and DNS,
+#     Desktop's socket under ~/Library/Containers is refused. Also Node's os.cpus(),
 #     the CLI's own Keychain item, `bun --version` in the runtime (Bun opens every folder
 #     above its working folder, which the profile does not list), another tab's tty, SysV shared memory (LMDB), and the chat's
 #     tag on the denials in the unified log. Each with its control where one applies.
+#  5. The network under the chat's profile (mode public): curl through the proxy's port
+#     works, `curl --noproxy '*'` does not, another loopback port's listener is out of reach,
+#     `nc -l` cannot bind, and `dscacheutil -q host` resolves nothing (no direct DNS).
 #
 # Every check is also a row of a table printed at the end (and on any early exit), which a
 # person pastes back: its format is in docs/seatbelt.md, "The self-test's table".
@@ -343,16 +346,16 @@ if "${SBX[@]}" /usr/bin/id -un >/dev/null 2>&1; then
 else
   fail "user lookup refused: the Mach allowlist misses a service"
 fi
-# Node: os.cpus() (host_processor_info) and a DNS lookup, each against its unconfined run.
-node_probe='const os=require("os");if(!os.cpus().length)process.exit(2);require("dns").lookup("apple.com",e=>process.exit(e?3:0))'
+# Node: os.cpus() (host_processor_info), against its unconfined run. (DNS is section 5's.)
+node_probe='const os=require("os");if(!os.cpus().length)process.exit(2)'
 if command -v node >/dev/null && node -e "$node_probe" 2>/dev/null; then
   if "${SBX[@]}" "$(command -v node)" -e "$node_probe" 2>/dev/null; then
-    pass "Node's os.cpus() and a DNS lookup work"
+    pass "Node's os.cpus() works"
   else
-    fail "Node's os.cpus() or its DNS lookup failed inside the sandbox (exit $?)"
+    fail "Node's os.cpus() failed inside the sandbox (exit $?)"
   fi
 else
-  skip "no node here, or os.cpus()/DNS fails unconfined too"
+  skip "no node here, or os.cpus() fails unconfined too"
 fi
 # The CLI's own Keychain item: Claude's login copied at launch (docs/clis.md, "The keychain").
 if security find-generic-password -a "$USER" -s "Claude Code-credentials" >/dev/null 2>&1; then
@@ -451,6 +454,91 @@ if [[ -S $docker_sock ]]; then
   fi
 else
   skip "no Docker Desktop socket at $docker_sock"
+fi
+
+section=5
+echo "== 5. the network (the chat's profile: mode public, its proxy's port on loopback)"
+# The profile's own proxy port, as `dispatcher profile` planned it; a stand-in CONNECT proxy
+# listens there (the dispatcher's proxy is tested on Linux; this checks what Seatbelt lets
+# through to it and around it).
+pport="$(grep -oE 'remote ip "localhost:[0-9]+"' "$P" | head -1 | grep -oE '[0-9]+$' || true)"
+url=https://example.com
+if [[ -z $pport ]]; then
+  fail "the chat's profile names no proxy port (remote ip \"localhost:PORT\"): the network is not confined"
+elif ! command -v python3 >/dev/null; then
+  skip "no python3 for the stand-in proxy: the network rows are not run"
+elif ! curl -s -o /dev/null --max-time 10 "$url"; then
+  skip "control: $url is not reachable unconfined (no internet here): the network rows are not run"
+else
+  proxy_py='import socket,sys,threading
+def pipe(a,b):
+    try:
+        while (d:=a.recv(65536)): b.sendall(d)
+    except OSError: pass
+    finally:
+        for s in (a,b):
+            try: s.shutdown(socket.SHUT_RDWR)
+            except OSError: pass
+def serve(c):
+    head=b""
+    while b"\r\n\r\n" not in head: head+=c.recv(4096)
+    host,port=head.split()[1].decode().rsplit(":",1)
+    u=socket.create_connection((host,int(port)))
+    c.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+    threading.Thread(target=pipe,args=(u,c),daemon=True).start(); pipe(c,u)
+l=socket.socket(); l.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+l.bind(("127.0.0.1",int(sys.argv[1]))); l.listen()
+while True: threading.Thread(target=serve,args=(l.accept()[0],),daemon=True).start()'
+  python3 -c "$proxy_py" "$pport" & proxy_pid=$!
+  sleep 1
+  if "${SBX[@]}" /usr/bin/curl -s -o /dev/null --max-time 20 -x "http://127.0.0.1:$pport" "$url"; then
+    pass "curl through the proxy's port 127.0.0.1:$pport reaches $url"
+  else
+    fail "curl through the proxy's port 127.0.0.1:$pport cannot reach $url inside the sandbox"
+  fi
+  if "${SBX[@]}" /usr/bin/curl -s -o /dev/null --max-time 10 --noproxy '*' "$url"; then
+    fail "curl --noproxy '*' reached $url directly inside the sandbox"
+  else
+    pass "curl --noproxy '*' $url refused (the control is the row above)"
+  fi
+  kill "$proxy_pid" 2>/dev/null || true
+  # Another loopback port (a local service of the person's): reachable unconfined only.
+  lport=$((pport == 65535 ? pport - 1 : pport + 1))
+  /usr/bin/nc -l 127.0.0.1 "$lport" >/dev/null 2>&1 & listener_pid=$!
+  sleep 1
+  if /usr/bin/nc -z 127.0.0.1 "$lport" 2>/dev/null; then
+    /usr/bin/nc -l 127.0.0.1 "$lport" >/dev/null 2>&1 & listener_pid2=$!
+    sleep 1
+    if "${SBX[@]}" /usr/bin/nc -z -w 3 127.0.0.1 "$lport" 2>/dev/null; then
+      fail "a listener on 127.0.0.1:$lport (not the proxy's port) reachable inside the sandbox"
+    else
+      pass "a listener on 127.0.0.1:$lport refused inside, reached unconfined"
+    fi
+    kill "$listener_pid2" 2>/dev/null || true
+  else
+    skip "control: nc could not reach its own listener on 127.0.0.1:$lport unconfined"
+  fi
+  kill "$listener_pid" 2>/dev/null || true
+  # Binding a port (the squatting attack): nc -l exits at once when bind is refused.
+  "${SBX[@]}" /usr/bin/nc -l 127.0.0.1 "$lport" >/dev/null 2>&1 & bind_pid=$!
+  sleep 2
+  if kill -0 "$bind_pid" 2>/dev/null; then
+    kill "$bind_pid" 2>/dev/null || true
+    fail "nc -l 127.0.0.1 $lport bound a port inside the sandbox"
+  else
+    pass "nc -l 127.0.0.1 $lport cannot bind inside the sandbox (unconfined it did, above)"
+  fi
+  # No direct DNS: neither the resolver's socket nor its services (nor opendirectoryd's
+  # host lookups) answer; unconfined the same lookup answers.
+  if dscacheutil -q host -a name example.com | grep -q address; then
+    if "${SBX[@]}" /usr/bin/dscacheutil -q host -a name example.com 2>/dev/null | grep -q address; then
+      fail "dscacheutil -q host resolved example.com inside the sandbox (a DNS channel out)"
+    else
+      pass "dscacheutil -q host example.com gets no address inside, one unconfined"
+    fi
+  else
+    skip "control: dscacheutil -q host example.com answers nothing unconfined"
+  fi
 fi
 
 if [[ $failures -gt 0 ]]; then

@@ -91,8 +91,9 @@ pub struct LaunchNetwork {
     pub allow: Vec<String>,
     /// The machine's loopback ports reachable (a model endpoint on loopback).
     pub loopback: Vec<u16>,
-    /// The proxy's Unix socket, in the launch's read-only folder.
-    pub proxy: PathBuf,
+    /// Where the sandbox reaches the proxy: its Unix socket in the launch's read-only folder
+    /// (Linux), or its port on loopback (macOS).
+    pub proxy: sandboxer::network::ProxyEndpoint,
 }
 
 impl LaunchNetwork {
@@ -108,7 +109,7 @@ impl LaunchNetwork {
                 .iter()
                 .map(|&p| written(i64::from(p)))
                 .collect();
-            section.proxy = Some(written(self.proxy.clone()));
+            section.proxy = Some(written(self.proxy.to_string()));
         }
         section
     }

@@ -118,7 +118,9 @@ pub fn plan(
             mode: sandboxer::network::NetworkMode::None,
             allow: Vec::new(),
             loopback: Vec::new(),
-            proxy: runtime.join(LAUNCH_DIR).join(crate::launch::EGRESS_SOCKET),
+            proxy: sandboxer::network::ProxyEndpoint::Socket(
+                runtime.join(LAUNCH_DIR).join(crate::launch::EGRESS_SOCKET),
+            ),
         });
     let policy_text = grants.policy_toml();
     let how = confinement(&policy_text).map_err(|why| {

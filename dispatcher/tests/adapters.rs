@@ -159,7 +159,23 @@ fn render(w: &World, interactive: &Launch, headless: &Launch) -> String {
     let anchor = dispatcher::anchor::path_for(std::path::Path::new(&root))
         .display()
         .to_string();
-    let clean = |s: &str| s.replace(&anchor, "[ANCHOR]").replace(&root, "[STATE]");
+    // A Mac's launch picks a free loopback port for its egress proxy: each launch its own.
+    let ports: Vec<String> = [interactive, headless]
+        .iter()
+        .filter_map(|l| {
+            let doc = sandboxer::PolicyDocument::from_toml(l.policy_text()?, "p.toml").ok()?;
+            let proxy = doc.network?.proxy?.into_inner();
+            proxy
+                .strip_prefix("127.0.0.1:")
+                .map(|p| format!("127.0.0.1:{p}"))
+        })
+        .collect();
+    let clean = |s: &str| {
+        let s = s.replace(&anchor, "[ANCHOR]").replace(&root, "[STATE]");
+        ports
+            .iter()
+            .fold(s, |s, p| s.replace(p.as_str(), "127.0.0.1:[PORT]"))
+    };
     let mut out = String::new();
     writeln!(
         out,
@@ -195,8 +211,15 @@ fn render(w: &World, interactive: &Launch, headless: &Launch) -> String {
         writeln!(out, "  {k}={:?}", clean(v)).unwrap();
     }
     writeln!(out, "env_removed: {}", interactive.env_removed.join(", ")).unwrap();
+    let cleaned = |l: &Launch| -> Vec<(String, String)> {
+        l.env_set
+            .iter()
+            .map(|(k, v)| (k.clone(), clean(v)))
+            .collect()
+    };
     assert_eq!(
-        interactive.env_set, headless.env_set,
+        cleaned(interactive),
+        cleaned(headless),
         "headless changes only argv"
     );
     assert_eq!(

@@ -11,6 +11,11 @@
 //! - Bun: the folders above the working folder inside the state root give their metadata
 //!   and their names, never a file in them (docs/seatbelt.md, "Bun").
 //!
+//! - The network: the default policy's profile (no `[network]`) reaches IP as the person's
+//!   programs do; every adapter's (the state root's default, `public`) only the egress proxy's
+//!   port on 127.0.0.1 and ::1 (not another loopback port, an outside address, port 53 or a
+//!   bind), and neither the resolver's socket nor its Mach services; a step's (`none`) no IP.
+//!
 //! Every denial has its control: the same operation allowed on a neighbour.
 
 use std::collections::BTreeMap;
@@ -40,6 +45,24 @@ struct Subject {
     state: Option<PathBuf>,
     workflow: Option<PathBuf>,
     cwd: Option<PathBuf>,
+    /// What its policy's `[network]` says: `None` for no section, else the mode and the
+    /// proxy's loopback port.
+    network: Option<(String, Option<u16>)>,
+}
+
+/// The mode and proxy port a launch's policy text names.
+fn network_of(policy: &str) -> Option<(String, Option<u16>)> {
+    let doc = sandboxer::PolicyDocument::from_toml(policy, "policy.toml").unwrap();
+    doc.network.map(|n| {
+        let port = n.proxy.map(|p| {
+            let p = p.into_inner();
+            p.strip_prefix("127.0.0.1:")
+                .unwrap_or_else(|| panic!("a Mac's proxy is a loopback port, not {p}"))
+                .parse()
+                .unwrap()
+        });
+        (n.mode.into_inner(), port)
+    })
 }
 
 fn parse(name: &str, text: &str) -> sbpl::Profile {
@@ -61,6 +84,7 @@ fn subjects() -> (tempfile::TempDir, Vec<Subject>) {
         state: None,
         workflow: None,
         cwd: None,
+        network: None,
     }];
 
     let dir = tempfile::tempdir().unwrap();
@@ -112,6 +136,7 @@ fn subjects() -> (tempfile::TempDir, Vec<Subject>) {
                 state: Some(root.clone()),
                 workflow: Some(workflow.clone()),
                 cwd: Some(mac(&l.cwd)),
+                network: network_of(l.policy_text().unwrap()),
             });
         }
     }
@@ -140,6 +165,7 @@ fn subjects() -> (tempfile::TempDir, Vec<Subject>) {
         state: Some(root),
         workflow: Some(workflow),
         cwd: Some(mac(&s.cwd)),
+        network: network_of(&s.policy_text),
     });
     assert!(out.len() > 8, "every adapter's profile is checked");
     (dir, out)
@@ -343,4 +369,124 @@ fn folders_above_the_working_folder_give_their_names_only() {
             Outcome::Deny,
         );
     }
+}
+
+fn ip(s: &Subject, op: &str, addr: &str) -> Outcome {
+    let e = s.profile.evaluate(op, &Query::Ip(addr.parse().unwrap()));
+    assert_ne!(
+        e.outcome,
+        Outcome::Unknown,
+        "{}: {op} {addr}: {}",
+        s.name,
+        e.why
+    );
+    e.outcome
+}
+
+fn unix(s: &Subject, path: &str) -> Outcome {
+    let e = s
+        .profile
+        .evaluate("network-outbound", &Query::UnixSocket(Path::new(path)));
+    assert_ne!(e.outcome, Outcome::Unknown, "{}: {path}: {}", s.name, e.why);
+    e.outcome
+}
+
+fn lookup(s: &Subject, name: &str) -> Outcome {
+    let e = s.profile.evaluate("mach-lookup", &Query::MachName(name));
+    assert_ne!(e.outcome, Outcome::Unknown, "{}: {name}: {}", s.name, e.why);
+    e.outcome
+}
+
+const RESOLVER_SOCKET: &str = "/private/var/run/mDNSResponder";
+
+#[test]
+fn the_network_is_what_the_policy_says() {
+    use Outcome::{Allow, Deny};
+    let (_dir, subjects) = subjects();
+    let resolvers = &sandboxer::seatbelt::mach::embedded().resolvers;
+    assert!(!resolvers.is_empty());
+    let (mut open, mut proxied, mut none) = (0, 0, 0);
+    for s in &subjects {
+        let out = |addr: &str| ip(s, "network-outbound", addr);
+        let bind = |addr: &str| ip(s, "network-bind", addr);
+        let inbound = |addr: &str| ip(s, "network-inbound", addr);
+        // Unix sockets are decided as before: the chat's own runtime (a launch's) is open.
+        if let Some(cwd) = &s.cwd {
+            let own = cwd.join("x.sock");
+            assert_eq!(unix(s, own.to_str().unwrap()), Allow, "{}", s.name);
+        }
+        match &s.network {
+            // The default policy has no [network]: the old behaviour, IP and DNS open.
+            None => {
+                open += 1;
+                for addr in ["127.0.0.1:3128", "[::1]:9", "203.0.113.5:443", "8.8.8.8:53"] {
+                    assert_eq!(out(addr), Allow, "{}: {addr}", s.name);
+                }
+                assert_eq!(bind("127.0.0.1:8080"), Allow, "{}", s.name);
+                assert_eq!(inbound("0.0.0.0:8080"), Allow, "{}", s.name);
+                assert_eq!(unix(s, RESOLVER_SOCKET), Allow, "{}", s.name);
+            }
+            Some((mode, Some(port))) => {
+                proxied += 1;
+                assert_eq!(mode, "public", "{}: the state root's default", s.name);
+                let at = |host: &str, p: u16| format!("{host}:{p}");
+                // The proxy, on both loopback addresses: the control for every refusal.
+                assert_eq!(out(&at("127.0.0.1", *port)), Allow, "{}", s.name);
+                assert_eq!(out(&at("[::1]", *port)), Allow, "{}", s.name);
+                let other = if *port == 65535 { port - 1 } else { port + 1 };
+                for addr in [
+                    at("127.0.0.1", other),
+                    at("[::1]", other),
+                    at("203.0.113.5", *port),
+                    at("203.0.113.5", 443),
+                    at("[2001:db8::1]", 443),
+                    at("[::ffff:127.0.0.1]", *port),
+                    "8.8.8.8:53".into(),
+                    "127.0.0.1:53".into(),
+                    "[::1]:53".into(),
+                ] {
+                    assert_eq!(out(&addr), Deny, "{}: {addr}", s.name);
+                }
+                for addr in [
+                    at("127.0.0.1", *port),
+                    at("0.0.0.0", 8080),
+                    at("[::]", other),
+                ] {
+                    assert_eq!(bind(&addr), Deny, "{}: bind {addr}", s.name);
+                    assert_eq!(inbound(&addr), Deny, "{}: inbound {addr}", s.name);
+                }
+                assert_eq!(unix(s, RESOLVER_SOCKET), Deny, "{}", s.name);
+                // The control: the socket beside it is still reachable where writing is.
+                assert_eq!(unix(s, "/private/var/run/other.sock"), Allow, "{}", s.name);
+            }
+            Some((mode, None)) => {
+                none += 1;
+                assert_eq!(mode, "none", "{}", s.name);
+                for addr in [
+                    "127.0.0.1:3128",
+                    "[::1]:3128",
+                    "203.0.113.5:443",
+                    "8.8.8.8:53",
+                ] {
+                    assert_eq!(out(addr), Deny, "{}: {addr}", s.name);
+                }
+                assert_eq!(bind("127.0.0.1:8080"), Deny, "{}", s.name);
+                assert_eq!(unix(s, RESOLVER_SOCKET), Deny, "{}", s.name);
+            }
+        }
+        // The resolver's Mach services: refused unless the network is open; in the open
+        // profile they are refused too (none is on the allowlist), so the control is a
+        // listed service allowed in every profile.
+        for name in resolvers {
+            assert_eq!(lookup(s, name), Deny, "{}: {name}", s.name);
+        }
+        assert_eq!(
+            lookup(s, "com.apple.system.opendirectoryd.libinfo"),
+            Allow,
+            "{}",
+            s.name
+        );
+    }
+    assert_eq!((open, none), (1, 1), "the default policy's and the step's");
+    assert!(proxied > 8, "every adapter's profile, in every mode");
 }

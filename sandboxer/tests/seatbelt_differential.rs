@@ -526,9 +526,20 @@ fn filter_shape(kind: &FilterKind, map: &dyn Fn(&str) -> String) -> String {
         FilterKind::RemoteUnixSocket(SocketFilter::PathRegex(p)) => {
             format!("(remote-regex {:?})", p.source)
         }
+        FilterKind::LocalUnixSocket(SocketFilter::PathLiteral(p)) => {
+            format!("(local-literal {:?})", map(p))
+        }
+        FilterKind::LocalUnixSocket(SocketFilter::Subpath(p)) => {
+            format!("(local-subpath {:?})", map(p))
+        }
+        FilterKind::LocalUnixSocket(SocketFilter::PathRegex(p)) => {
+            format!("(local-regex {:?})", p.source)
+        }
         FilterKind::Target(t) => format!("(target {t:?})"),
-        // `(remote ip "*:*")` and the like: no path, written by the template as constants.
-        FilterKind::IpEndpoint => "(ip-endpoint)".into(),
+        // `(remote ip "*:*")` and the like: no path, written by the template from numbers.
+        FilterKind::IpEndpoint(ip) => {
+            format!("({} {} {:?})", ip.side.word(), ip.protocol, ip.endpoint)
+        }
         FilterKind::RequireAll(fs) => format!("(require-all {})", all(fs)),
         FilterKind::RequireAny(fs) => format!("(require-any {})", all(fs)),
         FilterKind::RequireNot(f) => format!("(require-not {})", filter_shape(&f.kind, map)),

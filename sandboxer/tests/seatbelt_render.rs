@@ -174,6 +174,18 @@ fn launchers_unblocked_profile() {
     );
 }
 
+/// The product's policy with its network through the proxy (a Mac's launch: `public`, the
+/// proxy's loopback port and a model endpoint's), and with none.
+#[test]
+fn network_profiles() {
+    let public = format!(
+        "{PRODUCT}\n[network]\nmode = \"public\"\nloopback = [8080]\nproxy = \"127.0.0.1:49152\"\n"
+    );
+    insta::assert_snapshot!("network_public", seatbelt::render(&mac(&public)).unwrap());
+    let none = format!("{PRODUCT}\n[network]\nmode = \"none\"\n");
+    insta::assert_snapshot!("network_none", seatbelt::render(&mac(&none)).unwrap());
+}
+
 /// rw ⊃ ro ⊃ rw: each grant speaks for its own part only.
 #[test]
 fn nested_grants_profile() {

@@ -69,7 +69,7 @@ const OUTSIDE_THE_SANDBOX: &[&str] = &[
 #[test]
 fn mach_services_are_an_allowlist() {
     for (name, profile) in profiles() {
-        for s in mach::embedded() {
+        for s in &mach::embedded().services {
             assert_eq!(
                 lookup(&profile, &s.name),
                 Outcome::Allow,

@@ -28,7 +28,7 @@ mod relay;
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Shutdown, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
@@ -54,6 +54,8 @@ struct Shared {
     resolve: Arc<Resolver>,
     /// Set when the handle is dropped.
     stop: AtomicBool,
+    /// The last connection's number, over every listener.
+    ids: AtomicU64,
     /// How to shut down each open connection's sockets, by connection.
     open: Mutex<HashMap<u64, Vec<Shutter>>>,
 }
@@ -86,9 +88,14 @@ impl Shared {
 /// is shut down (each still reports its event).
 pub struct ProxyHandle {
     shared: Arc<Shared>,
-    wake: Box<dyn Fn() -> io::Result<()> + Send + Sync>,
-    accepting: Option<JoinHandle<()>>,
+    /// Per listener: how to wake its accept thread, and the thread.
+    accepting: Vec<(Waker, JoinHandle<()>)>,
+    /// Sockets held for as long as the proxy serves, so that no one else binds their
+    /// address ([`ProxyHandle::keep`]).
+    held: Vec<std::net::UdpSocket>,
 }
+
+type Waker = Box<dyn Fn() -> io::Result<()> + Send + Sync>;
 
 impl Proxy {
     /// A proxy deciding by `rules` and reporting each connection to `sink`. Names are looked
@@ -113,38 +120,50 @@ impl Proxy {
 
     /// Serves clients on `listener` until the returned handle is dropped.
     pub fn serve<L: Listener>(self, listener: L) -> io::Result<ProxyHandle> {
+        self.serve_all(vec![listener])
+    }
+
+    /// Serves clients on every one of `listeners` (a port on 127.0.0.1 and the same on ::1),
+    /// one proxy with one set of rules and events, until the returned handle is dropped.
+    pub fn serve_all<L: Listener>(self, listeners: Vec<L>) -> io::Result<ProxyHandle> {
         let shared = Arc::new(Shared {
             rules: self.rules,
             sink: self.sink,
             resolve: self.resolve,
             stop: AtomicBool::new(false),
+            ids: AtomicU64::new(0),
             open: Mutex::default(),
         });
-        let listener = Arc::new(listener);
-        let accepting = {
-            let (listener, shared) = (listener.clone(), shared.clone());
-            thread::Builder::new()
-                .name("egress-accept".into())
-                .spawn(move || accept_loop(&*listener, &shared))?
+        // A handle made now stops what has started if a later spawn fails.
+        let mut handle = ProxyHandle {
+            shared: shared.clone(),
+            accepting: Vec::new(),
+            held: Vec::new(),
         };
-        Ok(ProxyHandle {
-            shared,
-            wake: Box::new(move || listener.wake()),
-            accepting: Some(accepting),
-        })
+        for listener in listeners {
+            let listener = Arc::new(listener);
+            let thread = {
+                let (listener, shared) = (listener.clone(), shared.clone());
+                thread::Builder::new()
+                    .name("egress-accept".into())
+                    .spawn(move || accept_loop(&*listener, &shared))?
+            };
+            handle
+                .accepting
+                .push((Box::new(move || listener.wake()), thread));
+        }
+        Ok(handle)
     }
 }
 
 fn accept_loop<L: Listener>(listener: &L, shared: &Arc<Shared>) {
-    let mut ids = 0u64;
     loop {
         let accepted = listener.accept();
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
         let Ok(client) = accepted else { continue };
-        ids += 1;
-        let id = ids;
+        let id = shared.ids.fetch_add(1, Ordering::SeqCst) + 1;
         match client.try_clone() {
             Ok(handle) => shared.track(id, handle),
             Err(_) => continue, // cannot be stopped later: not served
@@ -163,18 +182,32 @@ fn accept_loop<L: Listener>(listener: &L, shared: &Arc<Shared>) {
     }
 }
 
+impl ProxyHandle {
+    /// Holds `sockets` until the proxy stops: the UDP side of its loopback port, which no
+    /// other program may then bind.
+    pub fn keep(&mut self, sockets: Vec<std::net::UdpSocket>) {
+        self.held.extend(sockets);
+    }
+}
+
 impl Drop for ProxyHandle {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        let woken = (self.wake)().is_ok();
+        let woken: Vec<bool> = self
+            .accepting
+            .iter()
+            .map(|(wake, _)| wake().is_ok())
+            .collect();
         let open = self.shared.open.lock().unwrap_or_else(|e| e.into_inner());
         for shut in open.values().flatten() {
             shut();
         }
         drop(open);
-        // Without a wake-up the accept thread stays blocked; leave it rather than hang.
-        if let Some(t) = self.accepting.take().filter(|_| woken) {
-            let _ = t.join();
+        // Without a wake-up an accept thread stays blocked; leave it rather than hang.
+        for ((_, t), woken) in self.accepting.drain(..).zip(woken) {
+            if woken {
+                let _ = t.join();
+            }
         }
     }
 }

@@ -125,8 +125,7 @@ pub fn plan(
             state,
             adapter,
             req.model_endpoint.as_ref(),
-            &runtime,
-            req.target,
+            super::network::proxy_for(req.target, &runtime)?,
         ));
     let policy_text = grants.policy_toml();
     let policy_path = launch_dir.join("policy.toml");
@@ -268,6 +267,11 @@ pub fn plan(
                 .map_err(|e| fail(&format!("model_endpoint.env.{k}"), e))?,
         );
     }
+
+    env_set.extend(super::network::command_env(
+        grants.network.as_ref(),
+        confined,
+    ));
 
     let mut files = vec![
         PlannedFile {

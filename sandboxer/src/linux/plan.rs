@@ -342,23 +342,7 @@ impl Relay {
     /// variables, and nothing exempt from them (`NO_PROXY` empty). A program that ignores
     /// them has no other way out: it fails, it does not leak.
     pub fn env(&self) -> Vec<(String, String)> {
-        let url = format!("http://127.0.0.1:{}", self.port);
-        let mut env: Vec<(String, String)> = [
-            "HTTPS_PROXY",
-            "HTTP_PROXY",
-            "ALL_PROXY",
-            "https_proxy",
-            "http_proxy",
-            "all_proxy",
-        ]
-        .iter()
-        .map(|k| (k.to_string(), url.clone()))
-        .collect();
-        env.push(("NO_PROXY".into(), String::new()));
-        env.push(("no_proxy".into(), String::new()));
-        // Node 24 and later: its own fetch follows the variables only when told to.
-        env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
-        env
+        crate::network::proxy_env(self.port)
     }
 }
 

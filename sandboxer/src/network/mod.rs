@@ -6,12 +6,14 @@
 //! - `pattern.rs`: an `allow` entry and what it matches;
 //! - `address.rs`: what an address reaches (outside, loopback, link-local, the machine's own…);
 //! - `interfaces.rs`: the machine's interface addresses;
-//! - `rules.rs`: the modes and the decision.
+//! - `rules.rs`: the modes and the decision;
+//! - `proxy.rs`: where a sandbox reaches the proxy, and the variables that point it there.
 
 mod address;
 mod host;
 mod interfaces;
 mod pattern;
+mod proxy;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -19,4 +21,5 @@ mod tests;
 pub use address::{AddressClass, OwnAddresses, classify};
 pub use host::{Host, HostError, parse_authority, parse_port};
 pub use pattern::{HostPattern, PatternError};
+pub use proxy::{ProxyEndpoint, ProxyError, proxy_env};
 pub use rules::{Allowed, Egress, NetworkMode, NetworkRules, Refused};

@@ -198,10 +198,11 @@ pub struct NetworkSection {
     /// Ports on the machine's loopback reachable in `public` and `allowlist` mode.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loopback: Vec<Spanned<i64>>,
-    /// `public` and `allowlist`: the egress proxy's Unix socket (the dispatcher serves one per
-    /// chat), the only way out of the sandbox's network (Linux; docs/network.md).
+    /// `public` and `allowlist`: where the sandbox reaches the egress proxy (the dispatcher
+    /// serves one per chat), its only way out: the proxy's Unix socket on Linux,
+    /// `"127.0.0.1:PORT"` on macOS ([`crate::network::ProxyEndpoint`]; docs/network.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<Spanned<PathBuf>>,
+    pub proxy: Option<Spanned<String>>,
 }
 
 impl NetworkSection {

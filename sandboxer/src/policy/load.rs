@@ -17,7 +17,7 @@ use super::{
 };
 use crate::autorun::{Missing, RepositorySettings, repos};
 use crate::located::LineIndex;
-use crate::network::NetworkMode;
+use crate::network::{NetworkMode, ProxyEndpoint};
 use crate::paths::{Resolver, canonicalize_existing_prefix, normalize, within};
 use crate::target::Target;
 
@@ -446,7 +446,16 @@ impl Cx<'_> {
                             .to_string(),
                     ));
                 }
-                Some(self.path(p, "network.proxy")?.0)
+                let endpoint = ProxyEndpoint::parse(p.get_ref(), target)
+                    .map_err(|e| self.error(p.span(), "network.proxy", e.to_string()))?;
+                if let ProxyEndpoint::Socket(path) = endpoint {
+                    let spanned = Spanned::new(p.span(), path);
+                    Some(ProxyEndpoint::Socket(
+                        self.path(&spanned, "network.proxy")?.0,
+                    ))
+                } else {
+                    Some(endpoint)
+                }
             }
             None => None,
         };

@@ -266,10 +266,10 @@ pub struct Policy {
     /// (`public` by default; see docs/policy.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::network::NetworkRules>,
-    /// `[network] proxy`: the egress proxy's Unix socket, the sandbox's only way out in
-    /// `public` and `allowlist` mode (Linux).
+    /// `[network] proxy`: where the sandbox reaches the egress proxy, its only way out in
+    /// `public` and `allowlist` mode (a Unix socket on Linux, a loopback port on macOS).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub network_proxy: Option<PathBuf>,
+    pub network_proxy: Option<crate::network::ProxyEndpoint>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

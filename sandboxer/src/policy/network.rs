@@ -202,6 +202,56 @@ mod tests {
         }
     }
 
+    fn load_for(target: Target, network: &str) -> Result<Policy, crate::PolicyError> {
+        let text = format!("version = 1\nbase = \"open\"\n\n[network]\n{network}");
+        let opts = ResolveOptions::new(target, "/h".into(), false).unwrap();
+        Policy::from_toml(&text, "p.toml", &opts)
+    }
+
+    #[test]
+    fn the_proxy_is_a_socket_on_linux_and_a_loopback_port_on_macos() {
+        use crate::network::ProxyEndpoint;
+        let linux = load_for(
+            Target::Linux,
+            "mode = \"public\"\nproxy = \"/run/a/./e.sock\"\n",
+        );
+        assert_eq!(
+            linux.unwrap().network_proxy,
+            Some(ProxyEndpoint::Socket("/run/a/e.sock".into()))
+        );
+        let mac = load_for(
+            Target::Macos,
+            "mode = \"allowlist\"\nproxy = \"127.0.0.1:49152\"\n",
+        );
+        assert_eq!(
+            mac.unwrap().network_proxy,
+            Some(ProxyEndpoint::Loopback(49152))
+        );
+        for (target, value, says) in [
+            (Target::Linux, "127.0.0.1:49152", "on Linux the proxy is"),
+            (Target::Linux, "e.sock", "on Linux the proxy is"),
+            (Target::Linux, "/run/../e.sock", "contains '..'"),
+            (Target::Macos, "/run/e.sock", "on macOS the proxy is"),
+            (Target::Macos, "127.0.0.1:0", "on macOS the proxy is"),
+            (Target::Macos, "[::1]:49152", "on macOS the proxy is"),
+            (Target::Macos, "192.0.2.1:49152", "on macOS the proxy is"),
+        ] {
+            let e =
+                load_for(target, &format!("mode = \"public\"\nproxy = \"{value}\"\n")).unwrap_err();
+            assert_eq!(
+                (e.line, e.column, e.field.as_str()),
+                (6, 9, "network.proxy"),
+                "{value}: {e}"
+            );
+            assert!(e.message.contains(says), "{value}: {e}");
+        }
+        // In a mode without a proxy it means nothing, on either target.
+        for target in [Target::Linux, Target::Macos] {
+            let e = load_for(target, "mode = \"none\"\nproxy = \"127.0.0.1:49152\"\n").unwrap_err();
+            assert!(e.message.contains("means nothing"), "{e}");
+        }
+    }
+
     #[test]
     fn a_built_section_round_trips() {
         let mut doc = PolicyDocument::new(crate::Base::Open);

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use super::ops::{KNOWN_OPERATIONS, is_known};
 use super::profile::{
-    Action, Construct, Filter, FilterKind, Modifier, Pattern, Profile, Rule, SocketFilter,
-    TargetFilter, VnodeType,
+    Action, Construct, EndpointSide, Filter, FilterKind, IpEndpoint, IpFilter, Modifier, Pattern,
+    Profile, Rule, SocketFilter, TargetFilter, VnodeType,
 };
 use super::reader::{Datum, DatumKind, ParseError, read};
 
@@ -257,8 +257,9 @@ impl Builder<'_> {
                 ] if t == "same-sandbox" => FilterKind::Target(TargetFilter::SameSandbox),
                 _ => FilterKind::Opaque("this `target` form is not modelled".into()),
             },
-            "remote" | "local" if is_ip_endpoint(args) => FilterKind::IpEndpoint,
-            "remote" => self.remote(args)?,
+            "remote" | "local" if is_ip_endpoint(args) => self.ip(head, args)?,
+            "remote" => self.unix_socket(EndpointSide::Remote, args)?,
+            "local" => self.unix_socket(EndpointSide::Local, args)?,
             "require-all" => FilterKind::RequireAll(self.filters(args)?),
             "require-any" => FilterKind::RequireAny(self.filters(args)?),
             "require-not" => match args {
@@ -273,8 +274,38 @@ impl Builder<'_> {
         args.iter().map(|a| self.filter(a)).collect()
     }
 
-    /// `(remote unix-socket (path-literal P))`, `(… (subpath P))`, `(… (path-regex R))`.
-    fn remote(&self, args: &[Datum]) -> Result<FilterKind, ParseError> {
+    /// `(SIDE ip "HOST:PORT")` (and `tcp`, `udp`): the endpoint as modelled, or why not.
+    fn ip(&self, head: &str, args: &[Datum]) -> Result<FilterKind, ParseError> {
+        let side = match head {
+            "remote" => EndpointSide::Remote,
+            _ => EndpointSide::Local,
+        };
+        let protocol = match args.first() {
+            Some(Datum {
+                kind: DatumKind::Symbol(p),
+                ..
+            }) => p.clone(),
+            _ => unreachable!("is_ip_endpoint checked the protocol"),
+        };
+        let endpoint = match &args[1..] {
+            [arg] => match self.string_arg(arg)? {
+                Arg::Value(s) => IpEndpoint::parse(&s),
+                Arg::Unevaluable(why) => Err(why),
+            },
+            _ => Err(format!(
+                "`({head} {protocol} …)` without one \"HOST:PORT\" argument is not modelled"
+            )),
+        };
+        Ok(FilterKind::IpEndpoint(IpFilter {
+            side,
+            protocol,
+            endpoint,
+        }))
+    }
+
+    /// `(SIDE unix-socket (path-literal P))`, `(… (subpath P))`, `(… (path-regex R))`.
+    fn unix_socket(&self, side: EndpointSide, args: &[Datum]) -> Result<FilterKind, ParseError> {
+        let word = side.word();
         let [
             Datum {
                 kind: DatumKind::Symbol(family),
@@ -283,19 +314,22 @@ impl Builder<'_> {
             sub,
         ] = args
         else {
-            return Ok(FilterKind::Opaque(
-                "this `remote` form is not modelled".into(),
-            ));
+            return Ok(FilterKind::Opaque(format!(
+                "this `{word}` form is not modelled"
+            )));
         };
         if family != "unix-socket" {
             return Ok(FilterKind::Opaque(format!(
-                "`(remote {family} …)` is not modelled"
+                "`({word} {family} …)` is not modelled"
             )));
         }
+        let unmodelled = || {
+            Ok(FilterKind::Opaque(format!(
+                "this `{word} unix-socket` form is not modelled"
+            )))
+        };
         let DatumKind::List(items) = &sub.kind else {
-            return Ok(FilterKind::Opaque(
-                "this `remote unix-socket` form is not modelled".into(),
-            ));
+            return unmodelled();
         };
         let Some((
             Datum {
@@ -305,20 +339,22 @@ impl Builder<'_> {
             sub_args,
         )) = items.split_first()
         else {
-            return Ok(FilterKind::Opaque(
-                "this `remote unix-socket` form is not modelled".into(),
-            ));
+            return unmodelled();
         };
-        let wrap =
-            |f: fn(String) -> SocketFilter| move |s: String| FilterKind::RemoteUnixSocket(f(s));
+        let wrap = move |f: SocketFilter| match side {
+            EndpointSide::Remote => FilterKind::RemoteUnixSocket(f),
+            EndpointSide::Local => FilterKind::LocalUnixSocket(f),
+        };
         match head.as_str() {
-            "path-literal" => self.one_string(head, sub_args, wrap(SocketFilter::PathLiteral)),
-            "subpath" => self.one_string(head, sub_args, wrap(SocketFilter::Subpath)),
+            "path-literal" => {
+                self.one_string(head, sub_args, |s| wrap(SocketFilter::PathLiteral(s)))
+            }
+            "subpath" => self.one_string(head, sub_args, |s| wrap(SocketFilter::Subpath(s))),
             "path-regex" => self.one_string(head, sub_args, |s| {
-                FilterKind::RemoteUnixSocket(SocketFilter::PathRegex(Pattern::new(s)))
+                wrap(SocketFilter::PathRegex(Pattern::new(s)))
             }),
             other => Ok(FilterKind::Opaque(format!(
-                "`(remote unix-socket ({other} …))` is not modelled"
+                "`({word} unix-socket ({other} …))` is not modelled"
             ))),
         }
     }

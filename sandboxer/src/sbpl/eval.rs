@@ -108,14 +108,17 @@ impl Profile {
             });
         };
         let expected = ops::query_kind(op).expect("an operation with leaves is known");
-        if query.kind() != expected {
+        let side = ops::ip_side(op);
+        let fits =
+            query.kind() == expected || (query.kind() == ops::QueryKind::Ip && side.is_some());
+        if !fits {
             return Evaluation::unknown(format!(
                 "`{op}` is checked against {}, but the query is {}",
                 expected.as_str(),
                 query.kind().as_str()
             ));
         }
-        let subject = match Subject::of(query) {
+        let subject = match Subject::of(query, side) {
             Ok(s) => s,
             Err(why) => return Evaluation::unknown(why),
         };
@@ -538,9 +541,97 @@ mod tests {
         let p = profile(
             "(version 1)(deny default)(allow network-outbound (remote ip \"*:*\") (local tcp))",
         );
-        assert!(p.unknown_constructs().is_empty());
+        let unknown: Vec<String> = p
+            .unknown_constructs()
+            .iter()
+            .map(|c| c.why.clone())
+            .collect();
+        assert_eq!(unknown.len(), 1, "{unknown:?}");
+        assert!(unknown[0].contains("without one"), "{unknown:?}");
         let e = p.evaluate("network-outbound", &Query::UnixSocket(Path::new("/a.sock")));
         assert_eq!(e.outcome, Outcome::Deny);
+    }
+
+    fn ip(p: &Profile, op: &str, addr: &str) -> Outcome {
+        p.evaluate(op, &Query::Ip(addr.parse().unwrap())).outcome
+    }
+
+    #[test]
+    fn ip_endpoints_by_side_host_and_port() {
+        let p = profile(
+            "(version 1)(deny default)\
+             (allow network-outbound (remote ip \"localhost:3128\"))\
+             (allow network-outbound (remote unix-socket (subpath \"/run\")))\
+             (allow network-bind (local unix-socket (subpath \"/run\")))\
+             (allow network-bind (local ip \"*:8080\"))",
+        );
+        assert!(
+            p.unknown_constructs().is_empty(),
+            "{:?}",
+            p.unknown_constructs()
+        );
+        let out = "network-outbound";
+        assert_eq!(ip(&p, out, "127.0.0.1:3128"), Outcome::Allow);
+        assert_eq!(ip(&p, out, "[::1]:3128"), Outcome::Allow);
+        // Measured by Anthropic's sandbox-runtime: the mapped form is not `localhost`.
+        assert_eq!(ip(&p, out, "[::ffff:127.0.0.1]:3128"), Outcome::Deny);
+        assert_eq!(ip(&p, out, "127.0.0.1:3129"), Outcome::Deny);
+        assert_eq!(ip(&p, out, "203.0.113.5:3128"), Outcome::Deny);
+        assert_eq!(ip(&p, out, "[2001:db8::1]:3128"), Outcome::Deny);
+        // Not documented either way.
+        assert_eq!(ip(&p, out, "127.0.0.2:3128"), Outcome::Unknown);
+        assert_eq!(ip(&p, out, "0.0.0.0:3128"), Outcome::Unknown);
+        // A port that differs settles it, whatever the address.
+        assert_eq!(ip(&p, out, "127.0.0.2:53"), Outcome::Deny);
+        // Bind: `local` filters; a Unix-socket filter never matches an IP endpoint.
+        assert_eq!(ip(&p, "network-bind", "127.0.0.1:8080"), Outcome::Allow);
+        assert_eq!(ip(&p, "network-bind", "0.0.0.0:8080"), Outcome::Allow);
+        assert_eq!(ip(&p, "network-bind", "127.0.0.1:3128"), Outcome::Deny);
+        assert_eq!(ip(&p, "network-inbound", "127.0.0.1:8080"), Outcome::Deny);
+        // The Unix-socket rules still decide Unix sockets.
+        let sock = |path: &str| p.evaluate(out, &Query::UnixSocket(Path::new(path))).outcome;
+        assert_eq!(sock("/run/a.sock"), Outcome::Allow);
+        assert_eq!(sock("/var/a.sock"), Outcome::Deny);
+        // Operations without an IP end, and unknown operations, are not asked this way.
+        assert_eq!(ip(&p, "file-read-data", "127.0.0.1:1"), Outcome::Unknown);
+        assert_eq!(ip(&p, "system-socket", "127.0.0.1:1"), Outcome::Unknown);
+    }
+
+    #[test]
+    fn ip_forms_not_modelled_are_unknown_where_they_could_decide() {
+        for (rule, why) in [
+            (
+                "(allow network-outbound (remote tcp \"localhost:1\"))",
+                "protocol",
+            ),
+            (
+                "(allow network-outbound (local ip \"localhost:1\"))",
+                "local",
+            ),
+            (
+                "(allow network-outbound (remote ip \"10.0.0.1:1\"))",
+                "host",
+            ),
+            ("(allow network-outbound (remote ip \"*:01\"))", "port"),
+            ("(allow network-outbound (remote ip \"*:65536\"))", "port"),
+            ("(allow network-outbound (remote ip))", "without one"),
+        ] {
+            let p = profile(&format!("(version 1)(deny default){rule}"));
+            let e = p.evaluate(
+                "network-outbound",
+                &Query::Ip("127.0.0.1:1".parse().unwrap()),
+            );
+            assert_eq!(e.outcome, Outcome::Unknown, "{rule}");
+            assert!(e.why.contains(why), "{rule}: {}", e.why);
+            // A Unix socket is decided all the same: no IP filter matches one.
+            let e = p.evaluate("network-outbound", &Query::UnixSocket(Path::new("/a.sock")));
+            assert_eq!(e.outcome, Outcome::Deny, "{rule}");
+        }
+        let p = profile(
+            "(version 1)(deny default)(allow network-outbound (local unix-socket (subpath \"/a\")))",
+        );
+        let e = p.evaluate("network-outbound", &Query::UnixSocket(Path::new("/a/s")));
+        assert_eq!(e.outcome, Outcome::Unknown);
     }
 
     #[test]

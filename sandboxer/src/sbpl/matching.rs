@@ -1,13 +1,14 @@
 //! Matching one rule's filters against the object asked about, in three-valued (Kleene)
 //! logic: yes, no, or unknown with a reason.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::ops::QueryKind;
 use super::profile::{
-    Filter, FilterKind, Pattern, Rule, SocketFilter, TargetFilter, VnodeType, is_normal_absolute,
-    not_normal_why, regex_why,
+    EndpointSide, Filter, FilterKind, IpEndpoint, IpFilter, Pattern, Rule, SocketFilter,
+    TargetFilter, VnodeType, is_normal_absolute, not_normal_why, regex_why,
 };
 use super::query::{ProcessTarget, Query};
 
@@ -84,12 +85,15 @@ pub(super) enum Subject<'a> {
     Mach(&'a str),
     Sysctl(&'a str),
     Socket(&'a [u8]),
+    /// An IP address and port, and which end of the connection it is.
+    Ip(SocketAddr, EndpointSide),
     Process(ProcessTarget),
     NoObject,
 }
 
 impl<'a> Subject<'a> {
-    pub(super) fn of(query: &Query<'a>) -> Result<Subject<'a>, String> {
+    /// `side`: which end an IP query names for the operation asked ([`super::ops::ip_side`]).
+    pub(super) fn of(query: &Query<'a>, side: Option<EndpointSide>) -> Result<Subject<'a>, String> {
         let checked_path = |path: &'a Path| {
             let bytes = path.as_os_str().as_bytes();
             if is_normal_absolute(bytes) {
@@ -114,6 +118,10 @@ impl<'a> Subject<'a> {
                 extension: Some(extension),
             },
             Query::UnixSocket(path) => Subject::Socket(checked_path(path)?),
+            Query::Ip(addr) => match side {
+                Some(side) => Subject::Ip(addr, side),
+                None => return Err("the operation takes no IP address".into()),
+            },
             Query::MachName(name) if name.is_empty() || name.contains('\0') => {
                 return Err("the Mach service name is empty or has a NUL".into());
             }
@@ -133,6 +141,7 @@ impl<'a> Subject<'a> {
             Subject::Mach(_) => QueryKind::MachName.as_str(),
             Subject::Sysctl(_) => QueryKind::Sysctl.as_str(),
             Subject::Socket(_) => QueryKind::UnixSocket.as_str(),
+            Subject::Ip(..) => QueryKind::Ip.as_str(),
             Subject::Process(_) => QueryKind::Process.as_str(),
             Subject::NoObject => QueryKind::NoObject.as_str(),
         }
@@ -188,8 +197,18 @@ pub(super) fn filter_matches(filter: &Filter, subject: &Subject) -> Match {
             SocketFilter::PathRegex(p) => regex_matches(p, bytes),
         }
         .unwrap_or_else(unknown),
-        // An IP address and port is never a Unix socket's.
-        (FilterKind::IpEndpoint, Subject::Socket(_)) => Match::No,
+        (FilterKind::LocalUnixSocket(_), Subject::Socket(_)) => unknown(
+            "a connect is asked about the socket connected to; the local end is not modelled"
+                .into(),
+        ),
+        // An IP address and port is never a Unix socket's, and the other way round.
+        (FilterKind::IpEndpoint(_), Subject::Socket(_))
+        | (FilterKind::RemoteUnixSocket(_) | FilterKind::LocalUnixSocket(_), Subject::Ip(..)) => {
+            Match::No
+        }
+        (FilterKind::IpEndpoint(f), Subject::Ip(addr, side)) => {
+            ip_matches(f, *addr, *side).unwrap_or_else(unknown)
+        }
         (FilterKind::Target(t), Subject::Process(target)) => Match::of(match t {
             TargetFilter::Myself => *target == ProcessTarget::Myself,
             TargetFilter::SameSandbox => *target != ProcessTarget::Outside,
@@ -198,6 +217,55 @@ pub(super) fn filter_matches(filter: &Filter, subject: &Subject) -> Match {
             "this filter is not modelled for {} (what Seatbelt does with it there is not known)",
             subject.describe()
         )),
+    }
+}
+
+/// An IP filter against an address on the `side` the operation names. Only `ip` filters on
+/// the same side are decided: `tcp`/`udp` need the protocol, which a query does not carry,
+/// and a `local` filter on `network-outbound` is checked against the socket's source address
+/// (the any-address before a bind, which Seatbelt's `localhost` matches: Anthropic's
+/// sandbox-runtime), which the query does not carry either.
+fn ip_matches(f: &IpFilter, addr: SocketAddr, side: EndpointSide) -> Result<Match, String> {
+    let endpoint = f.endpoint.as_ref().map_err(Clone::clone)?;
+    if f.protocol != "ip" {
+        return Err(format!(
+            "`{}`: the query does not say the protocol",
+            f.protocol
+        ));
+    }
+    if f.side != side {
+        return Err(format!(
+            "a `{}` address filter, asked about the {} address",
+            f.side.word(),
+            side.word()
+        ));
+    }
+    let IpEndpoint { localhost, port } = *endpoint;
+    let port = Match::of(port.is_none_or(|p| p == addr.port()));
+    Ok(port.and(|| {
+        if localhost {
+            is_localhost(addr.ip())
+        } else {
+            Match::Yes
+        }
+    }))
+}
+
+/// Seatbelt's `localhost`: 127.0.0.1 and ::1, not the IPv4-mapped ::ffff:127.0.0.1
+/// (Anthropic's sandbox-runtime, from Macs: Java's dual-stack sockets are refused there), never
+/// an outside address. The rest of 127/8 and the any-address are not documented: unknown.
+fn is_localhost(ip: IpAddr) -> Match {
+    let unknown = |ip: IpAddr| {
+        Match::Unknown(format!(
+            "whether Seatbelt's `localhost` covers {ip} is not documented"
+        ))
+    };
+    match ip {
+        IpAddr::V4(a) if a == Ipv4Addr::LOCALHOST => Match::Yes,
+        IpAddr::V6(a) if a == Ipv6Addr::LOCALHOST => Match::Yes,
+        IpAddr::V4(a) if a.is_loopback() || a.is_unspecified() => unknown(ip),
+        IpAddr::V6(a) if a.is_unspecified() => unknown(ip),
+        _ => Match::No,
     }
 }
 

@@ -22,11 +22,11 @@ mod reader;
 pub use build::parse;
 pub use eval::{Evaluation, Outcome, RuleRef};
 pub use ops::{
-    FILE_READ_OPERATIONS, FILE_WRITE_OPERATIONS, KNOWN_OPERATIONS, QueryKind, query_kind,
+    FILE_READ_OPERATIONS, FILE_WRITE_OPERATIONS, KNOWN_OPERATIONS, QueryKind, ip_side, query_kind,
 };
 pub use profile::{
-    Action, Construct, Filter, FilterKind, Modifier, Pattern, Profile, Rule, SocketFilter,
-    TargetFilter, VnodeType,
+    Action, Construct, EndpointSide, Filter, FilterKind, IpEndpoint, IpFilter, Modifier, Pattern,
+    Profile, Rule, SocketFilter, TargetFilter, VnodeType,
 };
 pub use query::{ProcessTarget, Query};
 pub use reader::{

@@ -1,6 +1,8 @@
 //! Operation names: the ones seen in real, working profiles, which operations a rule's name
 //! covers, and what kind of object each operation is checked against.
 
+use super::profile::EndpointSide;
+
 /// Operation names seen in real, working Seatbelt profiles (sources in
 /// `docs/sbpl-evaluator.md`). macOS refuses a whole profile over one name it does not know,
 /// and we cannot try profiles on a Mac here, so a renderer should use only these.
@@ -106,6 +108,9 @@ pub enum QueryKind {
     MachName,
     /// The path of a Unix socket being connected to: `network-outbound`.
     UnixSocket,
+    /// An IP address and port: the one connected to (`network-outbound`), or the one bound or
+    /// listened on (`network-bind`, `network-inbound`); see [`ip_side`].
+    Ip,
     /// A sysctl name: `sysctl-read`, `sysctl-write`.
     Sysctl,
     /// The process a signal or a process-info request goes to.
@@ -120,6 +125,7 @@ impl QueryKind {
             QueryKind::Path => "a file path",
             QueryKind::MachName => "a Mach service name",
             QueryKind::UnixSocket => "a Unix socket path",
+            QueryKind::Ip => "an IP address and port",
             QueryKind::Sysctl => "a sysctl name",
             QueryKind::Process => "a target process",
             QueryKind::NoObject => "no object",
@@ -145,6 +151,18 @@ pub fn query_kind(op: &str) -> Option<QueryKind> {
     } else {
         QueryKind::NoObject
     })
+}
+
+/// Which end of a connection an IP query about `op` names, for the operations that take
+/// one ([`QueryKind::Ip`]): the address connected to for `network-outbound` (which takes a
+/// Unix socket path too), the address bound or listened on for `network-bind` and
+/// `network-inbound` (whose primary kind is no object).
+pub fn ip_side(op: &str) -> Option<EndpointSide> {
+    match op {
+        "network-outbound" => Some(EndpointSide::Remote),
+        "network-bind" | "network-inbound" => Some(EndpointSide::Local),
+        _ => None,
+    }
 }
 
 /// Whether a rule naming `rule_op` applies to the single operation `leaf`, and how specific
@@ -273,6 +291,11 @@ mod tests {
         assert_eq!(query_kind("sysctl-read"), Some(QueryKind::Sysctl));
         assert_eq!(query_kind("process-fork"), Some(QueryKind::NoObject));
         assert_eq!(query_kind("file-frobnicate"), None);
+        assert_eq!(ip_side("network-outbound"), Some(EndpointSide::Remote));
+        assert_eq!(ip_side("network-bind"), Some(EndpointSide::Local));
+        assert_eq!(ip_side("network-inbound"), Some(EndpointSide::Local));
+        assert_eq!(ip_side("network*"), None);
+        assert_eq!(ip_side("file-read-data"), None);
         assert_eq!(leaves("file*"), None);
         assert_eq!(leaves("lsopen"), Some(vec!["lsopen"]));
     }

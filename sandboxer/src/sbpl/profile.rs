@@ -113,13 +113,15 @@ pub enum FilterKind {
     /// `(sysctl-name N)`, `(sysctl-name-prefix N)`: the sysctl's name, equal or starting with.
     SysctlName(String),
     SysctlNamePrefix(String),
-    /// `(remote unix-socket …)`.
+    /// `(remote unix-socket …)`: the socket connected to.
     RemoteUnixSocket(SocketFilter),
+    /// `(local unix-socket …)`: the socket bound. It never matches an IP endpoint.
+    LocalUnixSocket(SocketFilter),
     /// `(target self)` / `(target same-sandbox)`.
     Target(TargetFilter),
     /// `(remote ip …)`, `(local tcp …)`, `(remote udp)` …: an IP address and port. It never
-    /// matches a Unix socket (see docs/sbpl-evaluator.md); IP connections are not modelled.
-    IpEndpoint,
+    /// matches a Unix socket (see docs/sbpl-evaluator.md).
+    IpEndpoint(IpFilter),
     RequireAll(Vec<Filter>),
     RequireAny(Vec<Filter>),
     RequireNot(Box<Filter>),
@@ -149,6 +151,78 @@ pub enum SocketFilter {
     Subpath(String),
     /// `(path-regex R)`
     PathRegex(Pattern),
+}
+
+/// `(SIDE PROTOCOL "HOST:PORT")`: an IP endpoint filter.
+#[derive(Clone, Debug)]
+pub struct IpFilter {
+    pub side: EndpointSide,
+    /// `ip` (any protocol), or `tcp`/`udp` (not modelled: a query carries no protocol).
+    pub protocol: String,
+    /// The `"HOST:PORT"` argument as modelled, or why it is not.
+    pub endpoint: Result<IpEndpoint, String>,
+}
+
+/// Which end of a connection an IP filter or an IP query names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndpointSide {
+    /// `remote`: the address connected to (`network-outbound`).
+    Remote,
+    /// `local`: the address bound or listened on (`network-bind`, `network-inbound`).
+    Local,
+}
+
+impl EndpointSide {
+    pub fn word(self) -> &'static str {
+        match self {
+            EndpointSide::Remote => "remote",
+            EndpointSide::Local => "local",
+        }
+    }
+}
+
+/// `"HOST:PORT"` with HOST `*` or `localhost` and PORT `*` or a number: the only host words
+/// Seatbelt accepts (Anthropic's sandbox-runtime: "Seatbelt only accepts \"localhost\" or
+/// \"*\" as the host token").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpEndpoint {
+    /// `localhost` (true) or `*`.
+    pub localhost: bool,
+    /// `None` for `*`.
+    pub port: Option<u16>,
+}
+
+impl IpEndpoint {
+    /// Reads `"HOST:PORT"`; `Err` says why the argument is not modelled.
+    pub fn parse(arg: &str) -> Result<IpEndpoint, String> {
+        let Some((host, port)) = arg.rsplit_once(':') else {
+            return Err(format!("{arg:?} is not HOST:PORT"));
+        };
+        let localhost = match host {
+            "*" => false,
+            "localhost" => true,
+            _ => {
+                return Err(format!(
+                    "host {host:?}: only `*` and `localhost` are modelled"
+                ));
+            }
+        };
+        let port = match port {
+            "*" => None,
+            p if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !p.starts_with('0') => {
+                match p.parse::<u16>() {
+                    Ok(n) => Some(n),
+                    Err(_) => return Err(format!("port {p:?} is not 1 to 65535")),
+                }
+            }
+            p => {
+                return Err(format!(
+                    "port {p:?}: only `*` and a decimal port are modelled"
+                ));
+            }
+        };
+        Ok(IpEndpoint { localhost, port })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,13 +347,16 @@ impl Filter {
             FilterKind::Opaque(why) => Some(why.clone()),
             FilterKind::Regex(p)
             | FilterKind::GlobalNameRegex(p)
-            | FilterKind::RemoteUnixSocket(SocketFilter::PathRegex(p)) => {
+            | FilterKind::RemoteUnixSocket(SocketFilter::PathRegex(p))
+            | FilterKind::LocalUnixSocket(SocketFilter::PathRegex(p)) => {
                 p.translated.as_ref().err().map(|e| regex_why(&p.source, e))
             }
             FilterKind::Literal(p)
             | FilterKind::Subpath(p)
             | FilterKind::RemoteUnixSocket(SocketFilter::PathLiteral(p))
-            | FilterKind::RemoteUnixSocket(SocketFilter::Subpath(p)) => {
+            | FilterKind::RemoteUnixSocket(SocketFilter::Subpath(p))
+            | FilterKind::LocalUnixSocket(SocketFilter::PathLiteral(p))
+            | FilterKind::LocalUnixSocket(SocketFilter::Subpath(p)) => {
                 (!is_normal_absolute(p.as_bytes())).then(|| not_normal_why(p))
             }
             FilterKind::Prefix(_)
@@ -289,8 +366,15 @@ impl Filter {
             | FilterKind::GlobalNamePrefix(_)
             | FilterKind::SysctlName(_)
             | FilterKind::SysctlNamePrefix(_)
-            | FilterKind::Target(_)
-            | FilterKind::IpEndpoint => None,
+            | FilterKind::Target(_) => None,
+            FilterKind::IpEndpoint(ip) => match (&ip.endpoint, ip.protocol.as_str()) {
+                (Err(why), _) => Some(why.clone()),
+                (Ok(_), "ip") => None,
+                (Ok(_), other) => Some(format!(
+                    "`({} {other} …)`: an IP query carries no protocol",
+                    ip.side.word()
+                )),
+            },
         };
         if let Some(why) = why {
             out.push(Construct {

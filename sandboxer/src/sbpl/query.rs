@@ -1,5 +1,6 @@
 //! What the evaluator is asked: one operation on one object.
 
+use std::net::SocketAddr;
 use std::path::Path;
 
 use super::ops::QueryKind;
@@ -24,6 +25,9 @@ pub enum Query<'a> {
     Sysctl(&'a str),
     /// The Unix socket being connected to: `network-outbound`.
     UnixSocket(&'a Path),
+    /// An IP address and port: connected to (`network-outbound`), bound or listened on
+    /// (`network-bind`, `network-inbound`).
+    Ip(SocketAddr),
     /// The process a signal or process-info request goes to.
     Process(ProcessTarget),
     /// An operation with no object the evaluator models (`process-fork`, `lsopen`, …).
@@ -37,6 +41,7 @@ impl Query<'_> {
             Query::MachName(_) => QueryKind::MachName,
             Query::Sysctl(_) => QueryKind::Sysctl,
             Query::UnixSocket(_) => QueryKind::UnixSocket,
+            Query::Ip(_) => QueryKind::Ip,
             Query::Process(_) => QueryKind::Process,
             Query::NoObject => QueryKind::NoObject,
         }

@@ -17,7 +17,9 @@
 //!   matching every spelling (`super::spelled`); the repository pattern outside read-write
 //!   grants as `(require-all (regex R) (require-not (subpath G))…)`.
 //! - sockets: `(SIDE unix-socket (subpath R))`, or
-//!   `(require-all (SIDE unix-socket (subpath R)) (require-not (SIDE unix-socket (subpath X)))…)`
+//!   `(require-all (SIDE unix-socket (subpath R)) (require-not (SIDE unix-socket (subpath X)))…
+//!   (require-not (SIDE unix-socket (path-literal K)))…)`, the `K…` single sockets left out
+//!   (the resolver's, unless the network is open)
 //!   with SIDE `remote` (connect) or `local` (bind), the forms Codex's and Anthropic's
 //!   profiles use.
 
@@ -84,11 +86,12 @@ impl Alternatives {
         out.push(')');
     }
 
-    /// A Unix-socket region: `root` minus the folders `except`, on the `side` given.
-    pub(crate) fn sockets(&mut self, side: Side, root: &str, except: &[String]) {
+    /// A Unix-socket region: `root` minus the folders `except`, minus the single sockets
+    /// `also`, on the `side` given.
+    pub(crate) fn sockets(&mut self, side: Side, root: &str, except: &[String], also: &[String]) {
         let side = side.word();
         let out = self.next(None);
-        if except.is_empty() {
+        if except.is_empty() && also.is_empty() {
             write!(out, "({side} unix-socket (subpath {root}))").expect("writing to a String");
             return;
         }
@@ -101,6 +104,13 @@ impl Alternatives {
             write!(
                 out,
                 "{MEMBER}(require-not ({side} unix-socket (subpath {x})))"
+            )
+            .expect("writing to a String");
+        }
+        for k in also {
+            write!(
+                out,
+                "{MEMBER}(require-not ({side} unix-socket (path-literal {k})))"
             )
             .expect("writing to a String");
         }
@@ -195,14 +205,17 @@ mod tests {
     #[test]
     fn socket_filters_and_literals() {
         let mut a = Alternatives::default();
-        a.sockets(Side::Remote, "\"/a\"", &[]);
-        a.sockets(Side::Local, "\"/a\"", &s(&["\"/a/x\""]));
+        a.sockets(Side::Remote, "\"/a\"", &[], &[]);
+        a.sockets(Side::Local, "\"/a\"", &s(&["\"/a/x\""]), &[]);
+        a.sockets(Side::Remote, "\"/a\"", &[], &s(&["\"/a/s\""]));
         a.literals(&s(&["\"/k\""]));
         assert_eq!(
             a.into_string(),
             "\n  (remote unix-socket (subpath \"/a\"))\
              \n  (require-all\n    (local unix-socket (subpath \"/a\"))\
              \n    (require-not (local unix-socket (subpath \"/a/x\"))))\
+             \n  (require-all\n    (remote unix-socket (subpath \"/a\"))\
+             \n    (require-not (remote unix-socket (path-literal \"/a/s\"))))\
              \n  (literal \"/k\")"
         );
     }

@@ -118,6 +118,15 @@ pub(crate) fn key(path: &Path) -> Key<'_> {
     path.as_os_str().as_bytes()
 }
 
+/// `path` is `folder` or beneath it, component-wise (`/a` holds `/a/b`, not `/ab`).
+pub(crate) fn is_within(path: Key<'_>, folder: Key<'_>) -> bool {
+    folder == b"/"
+        || path == folder
+        || path
+            .strip_prefix(folder)
+            .is_some_and(|rest| rest.first() == Some(&b'/'))
+}
+
 /// Absolute, and every component non-empty and neither `.` nor `..`; `/` itself included.
 /// The form the kernel hands to Seatbelt, and the only form a rule can match.
 pub(crate) fn is_canonical(path: &Path) -> bool {

@@ -23,10 +23,20 @@ pub struct MachService {
     pub why: String,
 }
 
+/// The list: the services allowed, and the resolver's, which only an open network reaches.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct MachServices {
+    pub services: Vec<MachService>,
+    /// The system resolver's services: never allowed unless `[network]` mode is `open`.
+    pub resolvers: Vec<String>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
     version: Spanned<i64>,
+    #[serde(default)]
+    resolvers: Vec<Spanned<String>>,
     #[serde(default)]
     service: Vec<RawService>,
 }
@@ -39,7 +49,7 @@ struct RawService {
 }
 
 /// Reads an allowlist; errors name `file`, the line and the field (`service[3].name`).
-pub fn parse(text: &str, file: &str) -> Result<Vec<MachService>, DataFileError> {
+pub fn parse(text: &str, file: &str) -> Result<MachServices, DataFileError> {
     let lines = LineIndex::new(text);
     let err = |offset: Option<usize>, field: String, message: String| {
         DataFileError::at(file, &lines, offset, field, message)
@@ -91,12 +101,27 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<MachService>, DataFileError> 
             why: s.why.get_ref().clone(),
         });
     }
-    Ok(out)
+    let mut resolvers = Vec::with_capacity(raw.resolvers.len());
+    for (i, r) in raw.resolvers.iter().enumerate() {
+        let name = r.get_ref();
+        if name.is_empty() || name.contains(char::is_whitespace) || string_literal(name).is_err() {
+            return Err(err(
+                Some(r.span().start),
+                format!("resolvers[{i}]"),
+                format!("{name:?} is not a Mach service name"),
+            ));
+        }
+        resolvers.push(name.clone());
+    }
+    Ok(MachServices {
+        services: out,
+        resolvers,
+    })
 }
 
 /// The embedded list (parsed once per process).
-pub fn embedded() -> &'static [MachService] {
-    static LIST: OnceLock<Vec<MachService>> = OnceLock::new();
+pub fn embedded() -> &'static MachServices {
+    static LIST: OnceLock<MachServices> = OnceLock::new();
     LIST.get_or_init(|| {
         parse(MACH_SERVICES_TOML, "(embedded macos/mach-services.toml)")
             .expect("profiles/macos/mach-services.toml is valid (checked by a unit test)")
@@ -113,10 +138,11 @@ mod tests {
     fn the_embedded_list_loads_and_cites_a_profile() {
         let list = embedded();
         assert!(
-            list.iter()
+            list.services
+                .iter()
                 .any(|s| s.name == "com.apple.system.opendirectoryd.libinfo")
         );
-        for s in list {
+        for s in &list.services {
             assert!(
                 ["codex", "srt", "gemini", "chromium"]
                     .iter()
@@ -132,7 +158,7 @@ mod tests {
     #[test]
     fn no_launcher_is_allowed() {
         let launchers = LauncherSet::embedded(Target::Macos);
-        for s in embedded() {
+        for s in &embedded().services {
             assert!(
                 !launchers.mach_services.iter().any(|m| m.name == s.name),
                 "{}",
@@ -175,5 +201,24 @@ mod tests {
         assert_eq!((e.line, e.field.as_str()), (1, "version"), "{e}");
         let e = parse("version = 1\n[[service]]\nnom = \"a\"\n", "m.toml").unwrap_err();
         assert_eq!(e.field, "nom", "{e}");
+        let e = parse("version = 1\nresolvers = [\"ok\", \"a b\"]\n", "m.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "resolvers[1]"), "{e}");
+    }
+
+    /// The resolver's XPC service is named, and none of the resolver's services is allowed
+    /// unconditionally by the list (the renderer leaves them out unless the network is open).
+    #[test]
+    fn the_resolvers_are_named() {
+        let list = embedded();
+        assert!(
+            list.resolvers
+                .iter()
+                .any(|r| r == "com.apple.dnssd.service")
+        );
+        assert!(
+            list.resolvers
+                .iter()
+                .any(|r| r == "com.apple.mDNSResponder")
+        );
     }
 }

@@ -26,6 +26,7 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
+use crate::network::{NetworkMode, ProxyEndpoint};
 use crate::policy::{Access, Base, Op, Policy};
 use crate::target::Target;
 use escape::{EscapeError, path_literal, string_literal};
@@ -38,6 +39,51 @@ pub const PROFILE_TEMPLATE: &str = include_str!("../../../profiles/seatbelt/prof
 
 /// The template's name, and its file name under `PROFILES_DIR/seatbelt/`.
 pub const TEMPLATE_NAME: &str = "profile.sb.tera";
+
+/// The system resolver's Unix socket (mDNSResponder's; `/var/run` is `/private/var/run`): a
+/// name looked up through it is a message out that no proxy sees, so it is left out of the
+/// Unix sockets a profile allows unless the network is open.
+pub const RESOLVER_SOCKET: &str = "/private/var/run/mDNSResponder";
+
+/// What a profile lets the sandbox reach over IP, from the policy's `[network]`
+/// (docs/network.md, "Where it is enforced").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IpReach {
+    /// `open`, or no `[network]` section: IP as the person's own programs have it, the
+    /// resolver included.
+    Open,
+    /// `public` and `allowlist`: connecting to these ports on loopback only (the egress
+    /// proxy's, then the `loopback` ports the policy names); no bind, no inbound, no resolver.
+    LoopbackPorts(Vec<u16>),
+    /// `none`, or a proxied mode without a proxy: no IP at all, no resolver.
+    Nothing,
+}
+
+impl IpReach {
+    pub fn of(policy: &Policy) -> IpReach {
+        let Some(rules) = &policy.network else {
+            return IpReach::Open;
+        };
+        match rules.mode {
+            NetworkMode::Open => IpReach::Open,
+            NetworkMode::None => IpReach::Nothing,
+            NetworkMode::Public | NetworkMode::Allowlist => {
+                match policy.network_proxy.as_ref().and_then(ProxyEndpoint::port) {
+                    Some(proxy) => {
+                        let mut ports = vec![proxy];
+                        ports.extend(rules.loopback.iter().filter(|&&p| p != proxy));
+                        IpReach::LoopbackPorts(ports)
+                    }
+                    None => IpReach::Nothing,
+                }
+            }
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        *self == IpReach::Open
+    }
+}
 
 /// The SBPL operation each policy operation is checked as. Read and list are both
 /// `file-read-data` (listing a folder reads its data); delete and the source of a rename
@@ -359,6 +405,12 @@ struct ProfileData {
     mach_prefixes: Vec<String>,
     /// Names the policy refuses, which a prefix above could otherwise match.
     mach_denied: Vec<String>,
+    /// `[network] mode`, for the profile's comment: `open`, `public`, `allowlist`, `none`.
+    network_mode: &'static str,
+    /// IP as the person's own programs have it ([`IpReach::Open`]).
+    network_open: bool,
+    /// Otherwise the loopback ports that may be connected to (empty: no IP at all).
+    network_ports: Vec<u16>,
 }
 
 /// The literal for a path already checked by [`check_literals`].
@@ -396,14 +448,21 @@ fn name_literal(what: &'static str, name: &str) -> Result<String, RenderError> {
 /// The Mach names and prefixes the profile allows, as literals, sorted: the allowlist minus
 /// the names the policy refuses (`[macos] deny_mach_services`) and, when blocked, the
 /// launcher services; when launchers are allowed, the launcher services and prefixes too.
-fn mach_lookups(policy: &Policy) -> Result<MachLookups, RenderError> {
+/// Unless the network is open, the resolver's services are refused too, prefixes included.
+fn mach_lookups(
+    policy: &Policy,
+    list: &mach::MachServices,
+    network_open: bool,
+) -> Result<MachLookups, RenderError> {
     let launchers = &policy.launchers;
+    let resolver = |name: &str| !network_open && list.resolvers.iter().any(|r| r == name);
     let refused = |name: &str| {
         policy.macos.deny_mach_services.iter().any(|d| d == name)
             || (launchers.block && launchers.mach_services.iter().any(|m| m.name == name))
+            || resolver(name)
     };
     let mut names = Vec::new();
-    for s in mach::embedded().iter().filter(|s| !refused(&s.name)) {
+    for s in list.services.iter().filter(|s| !refused(&s.name)) {
         names.push(name_literal("profiles/macos/mach-services.toml", &s.name)?);
     }
     let mut prefixes = Vec::new();
@@ -418,6 +477,14 @@ fn mach_lookups(policy: &Policy) -> Result<MachLookups, RenderError> {
     let mut denied = Vec::new();
     for d in &policy.macos.deny_mach_services {
         denied.push(name_literal("macos.deny_mach_services", d)?);
+    }
+    if !prefixes.is_empty() {
+        for r in list.resolvers.iter().filter(|r| resolver(r)) {
+            denied.push(name_literal(
+                "profiles/macos/mach-services.toml resolvers",
+                r,
+            )?);
+        }
     }
     for list in [&mut names, &mut prefixes, &mut denied] {
         list.sort();
@@ -456,14 +523,24 @@ impl Lists {
         Ok(())
     }
 
-    fn add_write(&mut self, t: &WriteTerm<'_>) -> Result<(), RenderError> {
+    /// `closed_sockets`: single sockets never connected to (the resolver's, unless the
+    /// network is open), left out of the regions that would hold them.
+    fn add_write(&mut self, t: &WriteTerm<'_>, closed_sockets: &[&str]) -> Result<(), RenderError> {
         let root = lit(t.region.root)?;
         let except = lits(&t.region.except)?;
         let what = Some(describe(t.source));
         self.write_files
             .files(what, &root, &except, &lits(&t.keep)?);
-        self.write_remote.sockets(Side::Remote, &root, &except);
-        self.write_local.sockets(Side::Local, &root, &except);
+        let mut also = Vec::new();
+        for s in closed_sockets {
+            let held = |folder: &[u8]| layout::is_within(s.as_bytes(), folder);
+            if held(t.region.root) && !t.region.except.iter().any(|x| held(x)) {
+                also.push(lit(s.as_bytes())?);
+            }
+        }
+        self.write_remote
+            .sockets(Side::Remote, &root, &except, &also);
+        self.write_local.sockets(Side::Local, &root, &except, &[]);
         Ok(())
     }
 }
@@ -471,19 +548,24 @@ impl Lists {
 impl ProfileData {
     fn new(policy: &Policy, layout: &Layout<'_>) -> Result<ProfileData, RenderError> {
         let blocked = policy.launchers.block;
+        let reach = IpReach::of(policy);
+        let closed_sockets: &[&str] = match reach.is_open() {
+            true => &[],
+            false => &[RESOLVER_SOCKET],
+        };
         let mut lists = Lists::default();
         for t in &layout.read {
             lists.add_read(t)?;
         }
         for t in &layout.write {
-            lists.add_write(t)?;
+            lists.add_write(t, closed_sockets)?;
         }
         let mut write_keep = Alternatives::default();
         write_keep.literals(&lits(&layout.keep)?);
         let mut traverse = Alternatives::default();
         traverse.literals(&lits(&layout.traverse)?);
         let guard = GuardFilters::new(policy)?;
-        let mach = mach_lookups(policy)?;
+        let mach = mach_lookups(policy, mach::embedded(), reach.is_open())?;
         Ok(ProfileData {
             base: match policy.base {
                 Base::Open => "open",
@@ -511,6 +593,12 @@ impl ProfileData {
             mach_names: mach.names,
             mach_prefixes: mach.prefixes,
             mach_denied: mach.denied,
+            network_mode: policy.network.as_ref().map_or("open", |r| r.mode.as_str()),
+            network_open: reach.is_open(),
+            network_ports: match reach {
+                IpReach::LoopbackPorts(ports) => ports,
+                IpReach::Open | IpReach::Nothing => Vec::new(),
+            },
         })
     }
 }

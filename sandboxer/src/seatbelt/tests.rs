@@ -183,3 +183,92 @@ fn empty_lists_write_no_rule() {
         "IP stays open"
     );
 }
+
+/// The policy's `[network]` → what its profile reaches over IP, through the evaluator: the
+/// proxy's port (and the named loopback ports) on 127.0.0.1 and ::1 only in the proxied
+/// modes; nothing in `none` or without a proxy; everything in `open` and without a section.
+#[test]
+fn ip_reach_follows_the_network_section() {
+    use crate::sbpl::{self, Outcome, Query};
+    let net = |section: &str| {
+        with_devices(&format!(
+            "version = 1\nbase = \"open\"\n\n[network]\n{section}"
+        ))
+    };
+    let public = net("mode = \"public\"\nloopback = [8080, 4000]\nproxy = \"127.0.0.1:4000\"\n");
+    assert_eq!(
+        IpReach::of(&public),
+        IpReach::LoopbackPorts(vec![4000, 8080])
+    );
+    let bare = net("mode = \"allowlist\"\n");
+    assert_eq!(IpReach::of(&bare), IpReach::Nothing);
+    assert_eq!(IpReach::of(&net("mode = \"none\"\n")), IpReach::Nothing);
+    assert_eq!(IpReach::of(&net("mode = \"open\"\n")), IpReach::Open);
+    let absent = with_devices("version = 1\nbase = \"open\"\n");
+    assert_eq!(IpReach::of(&absent), IpReach::Open);
+
+    let ask = |p: &Policy, op: &str, addr: &str| {
+        let profile = sbpl::parse(&render(p).unwrap(), &Default::default()).unwrap();
+        profile
+            .evaluate(op, &Query::Ip(addr.parse().unwrap()))
+            .outcome
+    };
+    let out = "network-outbound";
+    for addr in ["127.0.0.1:4000", "[::1]:4000", "127.0.0.1:8080"] {
+        assert_eq!(ask(&public, out, addr), Outcome::Allow, "{addr}");
+        assert_eq!(ask(&bare, out, addr), Outcome::Deny, "{addr}");
+        assert_eq!(ask(&absent, out, addr), Outcome::Allow, "{addr}");
+    }
+    assert_eq!(ask(&public, out, "127.0.0.1:4001"), Outcome::Deny);
+    assert_eq!(ask(&public, out, "192.0.2.1:4000"), Outcome::Deny);
+    assert_eq!(
+        ask(&public, "network-bind", "127.0.0.1:4000"),
+        Outcome::Deny
+    );
+    assert_eq!(
+        ask(&absent, "network-bind", "127.0.0.1:4000"),
+        Outcome::Allow
+    );
+}
+
+/// The resolver's services are left out unless the network is open, from the names and,
+/// with launchers allowed, from under their prefixes; the resolver's socket likewise.
+#[test]
+fn the_resolver_is_closed_unless_the_network_is_open() {
+    let list = mach::MachServices {
+        services: vec![
+            mach::MachService {
+                name: "com.example.resolver".into(),
+                why: "test".into(),
+            },
+            mach::MachService {
+                name: "com.example.other".into(),
+                why: "test".into(),
+            },
+        ],
+        resolvers: vec!["com.example.resolver".into()],
+    };
+    let p = mac("version = 1\nbase = \"open\"\n\n[launchers]\nblock = false\n");
+    let open = mach_lookups(&p, &list, true).unwrap();
+    assert!(open.names.contains(&"\"com.example.resolver\"".to_string()));
+    assert!(open.denied.is_empty());
+    let closed = mach_lookups(&p, &list, false).unwrap();
+    assert!(
+        !closed
+            .names
+            .contains(&"\"com.example.resolver\"".to_string())
+    );
+    assert!(closed.names.contains(&"\"com.example.other\"".to_string()));
+    assert_eq!(closed.denied, ["\"com.example.resolver\""]);
+
+    let socket_rule = |p: &Policy| {
+        let text = render(p).unwrap();
+        text.contains(
+            "(require-not (remote unix-socket (path-literal \"/private/var/run/mDNSResponder\")))",
+        )
+    };
+    assert!(!socket_rule(&mac("version = 1\nbase = \"open\"\n")));
+    assert!(socket_rule(&mac(
+        "version = 1\nbase = \"open\"\n\n[network]\nmode = \"none\"\n"
+    )));
+}

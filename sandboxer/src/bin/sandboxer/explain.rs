@@ -46,7 +46,9 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "TYPE", value_parser = parse_vnode_type, requires = "profile")]
     pub vnode_type: Option<VnodeType>,
     /// What the operation is on: a path as the kernel resolves it (file operations,
-    /// process-exec, network-outbound to a Unix socket); a Mach service name (mach-lookup,
+    /// process-exec, network-outbound to a Unix socket); an IP address and port
+    /// (`127.0.0.1:3128`, `[::1]:53`) for network-outbound (connected to), network-bind and
+    /// network-inbound (bound or listened on); a Mach service name (mach-lookup,
     /// mach-register); a process (signal, process-info-*): self, same-sandbox or outside.
     /// Omitted for operations on no object (process-fork, lsopen, …).
     #[arg(value_name = "PATH-OR-NAME")]
@@ -112,7 +114,12 @@ fn explain_profile(file: &Path, args: &ExplainArgs) -> Result<Answer> {
         );
     }
     let object = args.object.as_ref();
+    let ip = object
+        .filter(|_| sbpl::ip_side(op).is_some())
+        .and_then(|o| o.to_str())
+        .and_then(|o| o.parse::<std::net::SocketAddr>().ok());
     let evaluation = match (kind, object) {
+        _ if let Some(addr) = ip => profile.evaluate(op, &Query::Ip(addr)),
         (QueryKind::NoObject, None) => profile.evaluate(op, &Query::NoObject),
         (QueryKind::NoObject, Some(_)) => {
             bail!("`{op}` is checked against no object the evaluator models; drop PATH-OR-NAME")
@@ -129,6 +136,9 @@ fn explain_profile(file: &Path, args: &ExplainArgs) -> Result<Answer> {
             )
         }
         (QueryKind::UnixSocket, Some(p)) => profile.evaluate(op, &Query::UnixSocket(absolute(p)?)),
+        (QueryKind::Ip, Some(o)) => {
+            bail!("`{op}` needs an IP address and port (127.0.0.1:3128, [::1]:53), not {o:?}")
+        }
         (QueryKind::MachName, Some(name)) => {
             let name = name
                 .to_str()

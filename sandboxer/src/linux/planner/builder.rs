@@ -879,13 +879,15 @@ fn network_plan(policy: &Policy) -> Option<NetworkPlan> {
     let relay = match rules.mode {
         NetworkMode::Open => return None,
         NetworkMode::None => None,
-        NetworkMode::Public | NetworkMode::Allowlist => {
-            policy.network_proxy.clone().map(|proxy| Relay {
-                proxy,
+        NetworkMode::Public | NetworkMode::Allowlist => policy
+            .network_proxy
+            .as_ref()
+            .and_then(|p| p.socket())
+            .map(|proxy| Relay {
+                proxy: proxy.clone(),
                 port: RELAY_PORT,
                 loopback: rules.loopback.clone(),
-            })
-        }
+            }),
     };
     Some(NetworkPlan {
         mode: rules.mode.as_str().into(),
