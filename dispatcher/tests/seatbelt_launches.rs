@@ -490,3 +490,26 @@ fn the_network_is_what_the_policy_says() {
     assert_eq!((open, none), (1, 1), "the default policy's and the step's");
     assert!(proxied > 8, "every adapter's profile, in every mode");
 }
+
+/// The Mach services refused on purpose (`[[refused]]` in profiles/macos/mach-services.toml:
+/// FSEvents, diagnosticd, the pasteboard) are refused by every profile the dispatcher writes;
+/// the control is a listed service, allowed by each, and the two network configuration
+/// readers every resolver needs.
+#[test]
+fn refused_services_stay_refused() {
+    let list = sandboxer::seatbelt::mach::embedded();
+    let (_dir, subjects) = subjects();
+    for s in &subjects {
+        for r in &list.refused {
+            assert_eq!(lookup(s, &r.name), Outcome::Deny, "{}: {}", s.name, r.name);
+        }
+        for name in [
+            "com.apple.system.opendirectoryd.libinfo",
+            "com.apple.SystemConfiguration.configd",
+            "com.apple.SystemConfiguration.DNSConfiguration",
+            "com.apple.lsd.mapdb",
+        ] {
+            assert_eq!(lookup(s, name), Outcome::Allow, "{}: {name}", s.name);
+        }
+    }
+}

@@ -23,10 +23,13 @@ pub struct MachService {
     pub why: String,
 }
 
-/// The list: the services allowed, and the resolver's, which only an open network reaches.
+/// The list: the services allowed, the resolver's, which only an open network reaches, and
+/// names refused on purpose (each with why: tests hold every profile to them).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct MachServices {
     pub services: Vec<MachService>,
+    /// Services a peer or a request names that no profile allows here, and why.
+    pub refused: Vec<MachService>,
     /// The system resolver's services: never allowed unless `[network]` mode is `open`.
     pub resolvers: Vec<String>,
 }
@@ -39,6 +42,8 @@ struct RawFile {
     resolvers: Vec<Spanned<String>>,
     #[serde(default)]
     service: Vec<RawService>,
+    #[serde(default)]
+    refused: Vec<RawService>,
 }
 
 #[derive(Deserialize)]
@@ -68,38 +73,66 @@ pub fn parse(text: &str, file: &str) -> Result<MachServices, DataFileError> {
             ),
         ));
     }
-    let mut out: Vec<MachService> = Vec::with_capacity(raw.service.len());
-    for (i, s) in raw.service.iter().enumerate() {
-        let at = Some(s.name.span().start);
-        let name = s.name.get_ref();
-        if name.is_empty() || name.contains(char::is_whitespace) {
-            return Err(err(
-                at,
-                format!("service[{i}].name"),
-                format!("{name:?} is not a Mach service name"),
-            ));
+    let entries = |table: &str, list: &[RawService], why: &str| {
+        let mut out: Vec<MachService> = Vec::with_capacity(list.len());
+        for (i, s) in list.iter().enumerate() {
+            let at = Some(s.name.span().start);
+            let name = s.name.get_ref();
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                return Err(err(
+                    at,
+                    format!("{table}[{i}].name"),
+                    format!("{name:?} is not a Mach service name"),
+                ));
+            }
+            if let Err(e) = string_literal(name) {
+                return Err(err(at, format!("{table}[{i}].name"), e.to_string()));
+            }
+            if out.iter().any(|o| o.name == *name) {
+                return Err(err(
+                    at,
+                    format!("{table}[{i}].name"),
+                    format!("{name:?} is listed twice"),
+                ));
+            }
+            if s.why.get_ref().trim().is_empty() {
+                return Err(err(
+                    Some(s.why.span().start),
+                    format!("{table}[{i}].why"),
+                    why.into(),
+                ));
+            }
+            out.push(MachService {
+                name: name.clone(),
+                why: s.why.get_ref().clone(),
+            });
         }
-        if let Err(e) = string_literal(name) {
-            return Err(err(at, format!("service[{i}].name"), e.to_string()));
-        }
-        if out.iter().any(|o| o.name == *name) {
-            return Err(err(
-                at,
-                format!("service[{i}].name"),
-                format!("{name:?} is listed twice"),
-            ));
-        }
-        if s.why.get_ref().trim().is_empty() {
-            return Err(err(
-                Some(s.why.span().start),
-                format!("service[{i}].why"),
-                "say why the service is needed and which working profile allows it".into(),
-            ));
-        }
-        out.push(MachService {
-            name: name.clone(),
-            why: s.why.get_ref().clone(),
-        });
+        Ok(out)
+    };
+    let out = entries(
+        "service",
+        &raw.service,
+        "say why the service is needed and which working profile allows it",
+    )?;
+    let refused = entries(
+        "refused",
+        &raw.refused,
+        "say why the service is refused (what a chat could do with it)",
+    )?;
+    if let Some((i, r)) = raw
+        .refused
+        .iter()
+        .enumerate()
+        .find(|(_, r)| out.iter().any(|s| s.name == *r.name.get_ref()))
+    {
+        return Err(err(
+            Some(r.name.span().start),
+            format!("refused[{i}].name"),
+            format!(
+                "{:?} is also listed as allowed ([[service]])",
+                r.name.get_ref()
+            ),
+        ));
     }
     let mut resolvers = Vec::with_capacity(raw.resolvers.len());
     for (i, r) in raw.resolvers.iter().enumerate() {
@@ -115,6 +148,7 @@ pub fn parse(text: &str, file: &str) -> Result<MachServices, DataFileError> {
     }
     Ok(MachServices {
         services: out,
+        refused,
         resolvers,
     })
 }
@@ -172,6 +206,23 @@ mod tests {
                 assert_eq!(s.name, "com.apple.lsd.mapdb");
             }
         }
+    }
+
+    #[test]
+    fn a_refused_name_is_never_also_allowed() {
+        let e = parse(
+            "version = 1\n[[service]]\nname = \"a\"\nwhy = \"x\"\n[[refused]]\nname = \"a\"\nwhy = \"y\"\n",
+            "m.toml",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (6, "refused[0].name"), "{e}");
+        let e = parse(
+            "version = 1\n[[refused]]\nname = \"b\"\nwhy = \"\"\n",
+            "m.toml",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (4, "refused[0].why"), "{e}");
+        assert!(!embedded().refused.is_empty());
     }
 
     #[test]

@@ -247,6 +247,7 @@ fn the_resolver_is_closed_unless_the_network_is_open() {
             },
         ],
         resolvers: vec!["com.example.resolver".into()],
+        refused: Vec::new(),
     };
     let p = mac("version = 1\nbase = \"open\"\n\n[launchers]\nblock = false\n");
     let open = mach_lookups(&p, &list, true).unwrap();
