@@ -4,13 +4,17 @@
 #   1. masks shape running /bin/true   vs  bwrap doing the same masks (and its own /dev, IPC
 #      namespace, read-only /sys)  vs  bare /bin/true
 #      (and the enforcer alone on the same plan, through the tests' exec-plan helper)
+#   1b. the same masks with a network of the sandbox's own: `public` (a network namespace with
+#      only lo, and the relay's listeners for the egress proxy) and `none` (the namespace
+#      alone)  vs  bwrap doing the same masks with --unshare-net
 #   2. landlock-only running /bin/true vs  bare /bin/true
 #      (and the floor for any wrapper here: `sandboxer --version` alone, and, when a C compiler
 #      is around, a minimal glibc program that only executes /bin/true)
 #   3. a file-heavy workload (single-threaded rg over 20 000 generated files), confined vs bare;
 #      and beside it rg's own time inside one masks sandbox against outside (hyperfine run in
 #      it), which leaves the launch out and shows what confinement costs per file
-# Targets (docs/performance.md): masks <= bwrap; landlock-only <= 1.5x bare; workload <= 1.05x.
+# Targets (docs/performance.md): masks <= bwrap; masks with the network <= bwrap --unshare-net;
+# landlock-only <= 1.5x bare; workload <= 1.05x.
 #
 # Usage: scripts/bench-exec.sh   (RUNS, WARMUP, ROUNDS, WORKLOAD_RUNS, WORKLOAD_ROUNDS change
 # the sample sizes)
@@ -40,7 +44,7 @@ EXEC_PLAN="$target_dir/release/examples/exec-plan"
 TRUE=$(type -P true)
 
 WORK=$(mktemp -d /tmp/sbx-bench.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+trap '[[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
 export HOME="$WORK/home"
 STATE="$HOME/.local/share/agentworks"
 RUNTIME="$STATE/state/cli-runtimes/v1/chat-1"
@@ -48,12 +52,15 @@ WF="$STATE/workspace-docs/wf1"
 TREE="$HOME/tree"
 
 # The live tests' layout: a protected state root, a granted runtime and workflow, a refused
-# folder and a refused file missing at launch.
+# folder and a refused file missing at launch. The autorun guard is off: bubblewrap has no
+# counterpart of its placeholders, and docs/performance.md ("The autorun guard") times it.
 mkdir -p "$RUNTIME" "$STATE/state/cli-runtimes/v1/chat-2" "$WF/planning"
 echo '{"token": "secret"}' > "$STATE/config.json"
 cat > "$WORK/policy.toml" <<EOF
 version = 1
 base = "open"
+[autorun]
+guard = false
 [[protected]]
 path = "$STATE"
 [[grant]]
@@ -72,9 +79,18 @@ EOF
 cat > "$WORK/open.toml" <<EOF
 version = 1
 base = "open"
+[autorun]
+guard = false
 [linux]
 ways_out = false
 EOF
+
+# The same policy with a network: `public` relays to an egress proxy's socket, which only has
+# to exist for a launch that connects nowhere (a socket file bound and left); `none` has none.
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$WORK/egress.sock"
+{ cat "$WORK/policy.toml"; printf '[network]\nmode = "public"\nproxy = "%s"\n' "$WORK/egress.sock"; } \
+  >"$WORK/public.toml"
+{ cat "$WORK/policy.toml"; printf '[network]\nmode = "none"\n'; } >"$WORK/none.toml"
 
 # 20 000 files of ~2 KiB in 200 folders, one in fifty holding the needle.
 python3 - "$TREE" <<'EOF'
@@ -123,6 +139,9 @@ print("\n".join(args))
 EOF
 )
 "${BWRAP[@]}" "$TRUE" || { echo "bench-exec: the bwrap baseline does not run here" >&2; exit 2; }
+# bwrap's network namespace: its own, with lo brought up, as the sandbox's.
+BWRAP_NET=("${BWRAP[0]}" --unshare-net "${BWRAP[@]:1}")
+"${BWRAP_NET[@]}" "$TRUE" || { echo "bench-exec: bwrap --unshare-net does not run here" >&2; exit 2; }
 
 # The floor for any wrapper that is a glibc program: its own start, then /bin/true's. On a VM
 # where glibc's start-up is slow (CPUID traps), this alone is well above 1.5x /bin/true.
@@ -137,7 +156,10 @@ fi
 
 quote() { printf '%q ' "$@"; }
 BW=$(quote "${BWRAP[@]}")
+BW_NET=$(quote "${BWRAP_NET[@]}")
 MASKS="$SBX exec --policy $WORK/policy.toml --enforce masks --"
+PUBLIC="$SBX exec --policy $WORK/public.toml --enforce masks --"
+NONE="$SBX exec --policy $WORK/none.toml --enforce masks --"
 LLONLY="$SBX exec --policy $WORK/open.toml --enforce landlock-only --"
 WORKLOAD="rg -j1 -c needle $TREE"
 
@@ -151,7 +173,7 @@ bench() { # name rounds runs warmup command...
   local cmds=("$@") round
   for ((round = 0; round < rounds; round++)); do
     hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
-      --export-json "$WORK/$name-$round.json" "${cmds[@]}" >/dev/null 2>&1
+      --export-json "$WORK/$name-$round.json" "${cmds[@]}" >/dev/null 2>"$WORK/$name.err" || { cat "$WORK/$name.err" >&2; exit 1; }
     cmds=("${cmds[@]:1}" "${cmds[0]}")
   done
 }
@@ -160,6 +182,8 @@ echo "bench-exec: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loada
   "$ROUNDS rounds of $RUNS runs per command ($WORKLOAD_ROUNDS of $WORKLOAD_RUNS for the workload)"
 bench masks "$ROUNDS" "$RUNS" "$WARMUP" \
   "$TRUE" "${BW}$TRUE" "$MASKS $TRUE" "$EXEC_PLAN $WORK/plan.json -- $TRUE"
+bench network "$ROUNDS" "$RUNS" "$WARMUP" \
+  "$TRUE" "${BW_NET}$TRUE" "$PUBLIC $TRUE" "$NONE $TRUE"
 bench landlock "$ROUNDS" "$RUNS" "$WARMUP" "$TRUE" "$LLONLY $TRUE" "$SBX --version" "${FLOOR[@]}"
 bench workload "$WORKLOAD_ROUNDS" "$WORKLOAD_RUNS" 1 "$WORKLOAD" "$MASKS $WORKLOAD" "$LLONLY $WORKLOAD"
 # rg's own time, inside one masks sandbox and outside, alternating (hyperfine runs inside).
@@ -190,6 +214,11 @@ rows.append(("masks: /bin/true bare", true, None, None))
 rows.append(("masks: bwrap (same masks)", bwrap, true, None))
 rows.append(("masks: sandboxer exec", masks, true, ("vs bwrap", masks / bwrap, 1.0)))
 rows.append(("masks: enforcer alone (same plan)", enforcer, true, ("vs bwrap", enforcer / bwrap, 1.0)))
+true1, bwrap_net, public, none = medians("network")
+rows.append(("network: /bin/true bare", true1, None, None))
+rows.append(("network: bwrap --unshare-net (same masks)", bwrap_net, true1, None))
+rows.append(("network: sandboxer exec, public (relay)", public, true1, ("vs bwrap", public / bwrap_net, 1.0)))
+rows.append(("network: sandboxer exec, none", none, true1, ("vs bwrap", none / bwrap_net, 1.0)))
 true2, ll, version, *floor = medians("landlock")
 rows.append(("landlock-only: /bin/true bare", true2, None, None))
 rows.append(("landlock-only: sandboxer exec", ll, true2, ("vs bare", ll / true2, 1.5)))

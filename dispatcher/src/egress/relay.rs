@@ -33,14 +33,20 @@ pub fn relay<S: Stream>(client: S, host: TcpStream) -> io::Result<Counts> {
     Ok(Counts { up, down })
 }
 
+/// What one read may take. Under 128 KiB, so that the allocator does not map and unmap it
+/// per connection (docs/network.md, "Cost").
+const COPY_BUFFER: usize = 64 * 1024;
+
 /// Copies until the end or an error, and says how much went through either way.
 fn copy(from: &mut impl Read, to: &mut impl Write) -> u64 {
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; COPY_BUFFER];
     let mut total = 0;
     loop {
         let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => return total,
+            Ok(0) => return total,
             Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return total,
         };
         if to.write_all(&buf[..n]).is_err() {
             return total;

@@ -1,4 +1,5 @@
-//! A squatter on the server's port gets no token and nothing that authenticates.
+//! A squatter on the server's port gets no token and nothing that authenticates; a chat cannot
+//! squat it at all (its loopback is its own).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use crate::world::*;
 use agentworks_e2e::{self as common};
 use dispatcher::server::auth;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// What a process that took the server's port does with a connection.
 #[derive(Clone, Copy, Debug)]
@@ -299,4 +300,241 @@ fn squatter_gets_nothing() {
     assert!(out.contains(&format!("pid {}", real.pid())), "{out}");
 }
 
-// ---- chats ---------------------------------------------------------------------------------
+/// The squatter a chat runs, and its unconfined control: `squat.py PORT DIR`. Files in DIR say
+/// where it is (`ready`, `bound`, `accepted`, `probe`); the test moves it on by creating `go`
+/// (bind PORT on 127.0.0.1 and listen) and `stop` (close the listener; then probe PORT from
+/// where it runs, directly and through the proxy its environment names). Nothing on stdout:
+/// the server that reads it is killed while it runs.
+const SQUAT_PY: &str = r#"
+import os, socket, sys, time
+port, d = int(sys.argv[1]), sys.argv[2]
+def say(name, text):
+    with open(os.path.join(d, name + ".tmp"), "w") as f:
+        f.write(text)
+    os.rename(os.path.join(d, name + ".tmp"), os.path.join(d, name))
+def wait_for(name):
+    while not os.path.exists(os.path.join(d, name)):
+        time.sleep(0.02)
+say("ready", str(os.getpid()))
+wait_for("go")
+s = socket.socket()
+# As any server does (and as the dispatcher's own does): the crashed server's connections
+# may still be in TIME_WAIT on this port.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", port))
+    s.listen(16)
+except OSError as e:
+    say("bound", "error " + str(e))
+    sys.exit(1)
+s.settimeout(0.05)
+say("bound", "listening")
+accepted = []
+while not os.path.exists(os.path.join(d, "stop")):
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        continue
+    c.settimeout(2)
+    try:
+        accepted.append(c.recv(65536).decode("latin-1"))
+    except OSError:
+        accepted.append("")
+    c.close()
+s.close()
+say("accepted", "%d\n%s" % (len(accepted), "\n---\n".join(accepted)))
+def direct():
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return "connected"
+    except OSError as e:
+        return "refused %s" % e
+def via_proxy(request):
+    # The proxy the launch names; retried while a restarted server serves it anew.
+    proxy = os.environ.get("HTTP_PROXY", "")
+    if not proxy.startswith("http://127.0.0.1:"):
+        return "no proxy in the environment: %r" % proxy
+    for _ in range(100):
+        try:
+            p = socket.create_connection(("127.0.0.1", int(proxy.rsplit(":", 1)[1])), timeout=5)
+            p.sendall(request.encode())
+            status = p.makefile("rb").readline().decode("latin-1").strip()
+            p.close()
+            if status:
+                return status
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return "the proxy never answered"
+say("probe", "\n".join([
+    "direct=" + direct(),
+    "connect=" + via_proxy("CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (port, port)),
+    "plain=" + via_proxy("POST http://localhost:%d/v1/hello HTTP/1.1\r\nHost: localhost:%d\r\nContent-Length: 0\r\n\r\n" % (port, port)),
+]))
+"#;
+
+/// A squatter's folder: its files, and the waits on them.
+struct SquatDir(std::path::PathBuf);
+
+impl SquatDir {
+    fn new(at: std::path::PathBuf) -> SquatDir {
+        std::fs::create_dir_all(&at).unwrap();
+        SquatDir(at)
+    }
+
+    fn signal(&self, name: &str) {
+        std::fs::write(self.0.join(name), "").unwrap();
+    }
+
+    /// The text of `name` once the squatter has written it.
+    #[track_caller]
+    fn wait(&self, name: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(self.0.join(name)) {
+                return text;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the squatter never wrote {name} in {}",
+                self.0.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// How many connections it accepted, with what each sent.
+    fn accepted(&self) -> (usize, String) {
+        let text = self.wait("accepted");
+        let (n, rest) = text.split_once('\n').unwrap_or((&text, ""));
+        (n.parse().unwrap(), rest.to_string())
+    }
+}
+
+/// The attack of a squatter, made impossible by construction: a chat launched by the server
+/// runs in a network namespace of its own (docs/network.md), whose 127.0.0.1 is not the
+/// machine's. After the server crashes, the chat binds the server's port and listens: the
+/// client (`dispatcher chats list`, a plain connect) finds nothing listening on the machine's
+/// port, says so, and the chat's listener accepts nothing. The server restarts on that very
+/// port while the chat still holds its own; closed, the chat cannot reach the server's port,
+/// directly or through its proxy (refused, and recorded). Control: the same program, bound
+/// by the same user outside the sandbox, is reached by the same connect and client.
+#[test]
+fn a_chat_that_binds_the_servers_port_after_a_crash_is_reached_by_nothing() {
+    const AS_USER: &str = "SERVER_CHAT_SQUATTER_TEST_AS_USER";
+    const NAME: &str =
+        "squatter::a_chat_that_binds_the_servers_port_after_a_crash_is_reached_by_nothing";
+    if common::is_rerun(AS_USER) {
+        chat_squatter_reached_by_nothing();
+        return;
+    }
+    common::require_root();
+    chat_squatter_reached_by_nothing();
+    common::rerun_as_test_user(NAME, AS_USER);
+}
+
+fn chat_squatter_reached_by_nothing() {
+    let w = World::c1_on_w1();
+    std::fs::write(w.profiles.join("clis/sh.toml"), common::SH_ADAPTER).unwrap();
+    let script = w.base().join("squat.py");
+    std::fs::write(&script, SQUAT_PY).unwrap();
+    let squat = |port: u16, dir: &SquatDir| {
+        format!(
+            "exec /usr/bin/python3 {} {port} {}",
+            script.display(),
+            dir.0.display()
+        )
+    };
+    let root = w.root.display().to_string();
+
+    // A server launches the chat, then crashes (SIGKILL by its own pid); the chat lives on.
+    let first = w.serve();
+    let port = first.port;
+    let confined = SquatDir::new(w.base().join("confined"));
+    first.launch(
+        json!({"cli": "sh", "chat": "c1", "workflow": "w1", "mode": "bridge-only",
+                        "supervision": "structured", "cli_args": ["-c", squat(port, &confined)]}),
+    );
+    confined.wait("ready");
+    let policy = std::fs::read_to_string(w.runtime("c1").join(".agentworks/policy.toml")).unwrap();
+    assert!(policy.contains("mode = \"public\""), "{policy}");
+    first.kill();
+
+    // The chat binds the crashed server's port: in its own namespace, it can.
+    confined.signal("go");
+    assert_eq!(confined.wait("bound"), "listening");
+    let nothing_listens = format!("nothing listens on 127.0.0.1:{port}");
+    let err = TcpStream::connect(("127.0.0.1", port)).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    let list = w.cli(&["chats", "list"]).failure();
+    assert!(list.contains(&nothing_listens), "{list}");
+    let stop = w.cli(&["stop", "--port", &port.to_string()]).failure();
+    assert!(!stop.contains("is not the server"), "{stop}");
+
+    // Control: the same program, bound by the same user outside any sandbox, is reached by
+    // the same connect and the same client.
+    let host = SquatDir::new(w.base().join("host"));
+    host.signal("go");
+    let mut unconfined = std::process::Command::new("/bin/sh")
+        .args(["-c", &squat(port, &host)])
+        .env("HTTP_PROXY", "")
+        .spawn()
+        .unwrap();
+    assert_eq!(host.wait("bound"), "listening");
+    TcpStream::connect(("127.0.0.1", port))
+        .unwrap()
+        .write_all(b"host connect\n")
+        .unwrap();
+    let list = w.cli(&["chats", "list"]).failure();
+    assert!(
+        list.contains("is not the server of the state root"),
+        "{list}"
+    );
+    assert!(list.contains(&root), "{list}");
+    host.signal("stop");
+    let (n, got) = host.accepted();
+    assert!(n >= 2, "the unconfined squatter was not reached: {n} {got}");
+    assert!(
+        got.contains("host connect") && got.contains("POST /v1/hello"),
+        "{got}"
+    );
+    assert!(!got.contains(&w.token), "{got}");
+    unconfined.wait().unwrap();
+
+    // The server restarts on its port while the chat still listens on its own, adopts the
+    // chat and serves its proxy again; the client reaches it.
+    let second = w.serve_on(port, &[]);
+    let listed = w.cli(&["chats", "list"]).success();
+    assert!(listed.contains("c1"), "{listed}");
+
+    // The chat's listener accepted nothing, all along.
+    confined.signal("stop");
+    let (n, got) = confined.accepted();
+    assert_eq!(n, 0, "the confined squatter was reached: {got}");
+    // And the chat cannot reach the server's port: not directly (its own loopback has
+    // nothing there), not through its proxy (the machine's loopback is refused).
+    let probe = confined.wait("probe");
+    let line = |name: &str| {
+        probe
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {probe}"))
+            .to_string()
+    };
+    assert!(line("direct").starts_with("refused"), "{probe}");
+    assert!(line("connect").contains(" 403 "), "{probe}");
+    assert!(line("plain").contains(" 403 "), "{probe}");
+    let refused: Vec<Value> = w
+        .events("c1")
+        .into_iter()
+        .filter(|e| e["event"] == "egress" && e["port"] == port)
+        .collect();
+    assert!(
+        refused.len() == 2 && refused.iter().all(|e| e["verdict"] == "refuse"),
+        "{refused:#?}"
+    );
+    let view = second.wait_ended("c1");
+    assert_eq!(view["state"], "exited", "{view}");
+    let mut second = second;
+    assert!(second.alive());
+}
