@@ -22,7 +22,7 @@
 #  4. `sysctl hw.cachelinesize` and a user lookup work (sysctls, the Mach allowlist); Docker
 #     Desktop's socket under ~/Library/Containers is refused. Also Node's os.cpus(),
 #     the CLI's own Keychain item, `bun --version` in the runtime (Bun opens every folder
-#     above its working folder, which the profile does not list), another tab's tty, SysV shared memory (LMDB), and the chat's
+#     above its working folder; the profile gives their names), another tab's tty, SysV shared memory (LMDB), and the chat's
 #     tag on the denials in the unified log. Each with its control where one applies.
 #  5. The network under the chat's profile (mode public): curl through the proxy's port
 #     works, `curl --noproxy '*'` does not, another loopback port's listener is out of reach,
@@ -345,6 +345,25 @@ if "${SBX[@]}" /usr/bin/id -un >/dev/null 2>&1; then
   pass "user lookup (opendirectoryd libinfo) works"
 else
   fail "user lookup refused: the Mach allowlist misses a service"
+fi
+# Refused on purpose (profiles/macos/mach-services.toml [[refused]]): the clipboard, with
+# the unconfined run as control; the LaunchServices map pbcopy also reads is allowed.
+if printf 'x' | /usr/bin/pbcopy 2>/dev/null; then
+  if "${SBX[@]}" /usr/bin/pbpaste >/dev/null 2>&1; then
+    fail "pbpaste read the clipboard inside the sandbox"
+  else
+    pass "pbpaste refused (the pasteboard service), works unconfined"
+  fi
+else
+  skip "pbcopy fails unconfined (no window session): the clipboard row is not run"
+fi
+# Live log streaming (diagnosticd) refused; `log show` of the person's own is not the point.
+if ! /usr/bin/log stream --timeout 1 >/dev/null 2>&1; then
+  skip "log stream fails unconfined: the diagnosticd row is not run"
+elif "${SBX[@]}" /usr/bin/log stream --timeout 1 >/dev/null 2>&1; then
+  fail "log stream ran inside the sandbox (com.apple.diagnosticd reachable)"
+else
+  pass "log stream refused (com.apple.diagnosticd), works unconfined"
 fi
 # Node: os.cpus() (host_processor_info), against its unconfined run. (DNS is section 5's.)
 node_probe='const os=require("os");if(!os.cpus().length)process.exit(2)'
