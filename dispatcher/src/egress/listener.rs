@@ -7,7 +7,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::Duration;
 
 /// A client's connection to the proxy.
-pub trait Stream: Read + Write + Send + Sized + 'static {
+pub trait Stream: Read + Write + std::os::fd::AsFd + Send + Sized + 'static {
     fn try_clone(&self) -> io::Result<Self>;
     fn shutdown(&self, how: Shutdown) -> io::Result<()>;
     fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;

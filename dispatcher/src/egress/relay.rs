@@ -1,8 +1,10 @@
 //! Relaying a connection both ways until both sides are done, counting the bytes.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::thread;
+
+use sandboxer::network::copy_stream;
 
 use super::listener::Stream;
 
@@ -20,37 +22,15 @@ pub fn relay<S: Stream>(client: S, host: TcpStream) -> io::Result<Counts> {
     let up = thread::Builder::new()
         .name("egress-up".into())
         .spawn(move || {
-            let n = copy(&mut client_in, &mut host_out);
+            let n = copy_stream(&mut client_in, &mut host_out);
             let _ = host_out.shutdown(Shutdown::Write);
             n
         })?;
     let (mut host_in, mut client_out) = (host, client);
-    let down = copy(&mut host_in, &mut client_out);
+    let down = copy_stream(&mut host_in, &mut client_out);
     let _ = client_out.shutdown(Shutdown::Write);
     // The client may keep its side open after the reply: the host's end ends the exchange.
     let _ = client_out.shutdown(Shutdown::Read);
     let up = up.join().unwrap_or(0);
     Ok(Counts { up, down })
-}
-
-/// What one read may take. Under 128 KiB, so that the allocator does not map and unmap it
-/// per connection (docs/network.md, "Cost").
-const COPY_BUFFER: usize = 64 * 1024;
-
-/// Copies until the end or an error, and says how much went through either way.
-fn copy(from: &mut impl Read, to: &mut impl Write) -> u64 {
-    let mut buf = vec![0u8; COPY_BUFFER];
-    let mut total = 0;
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => return total,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return total,
-        };
-        if to.write_all(&buf[..n]).is_err() {
-            return total;
-        }
-        total += n as u64;
-    }
 }

@@ -7,9 +7,11 @@
 //! - `address.rs`: what an address reaches (outside, loopback, link-local, the machine's own…);
 //! - `interfaces.rs`: the machine's interface addresses;
 //! - `rules.rs`: the modes and the decision;
-//! - `proxy.rs`: where a sandbox reaches the proxy, and the variables that point it there.
+//! - `proxy.rs`: where a sandbox reaches the proxy, and the variables that point it there;
+//! - `copy.rs`: carrying one direction of a connection (the relay's and the proxy's copy).
 
 mod address;
+mod copy;
 mod host;
 mod interfaces;
 mod pattern;
@@ -19,6 +21,7 @@ mod rules;
 mod tests;
 
 pub use address::{AddressClass, OwnAddresses, classify};
+pub use copy::copy_stream;
 pub use host::{Host, HostError, parse_authority, parse_port};
 pub use pattern::{HostPattern, PatternError};
 pub use proxy::{ProxyEndpoint, ProxyError, proxy_env};

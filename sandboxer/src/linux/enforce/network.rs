@@ -27,6 +27,7 @@ use nix::sched::{CloneFlags, unshare};
 
 use super::error::{EnforceError, Layer};
 use crate::linux::plan::NetworkPlan;
+use crate::network::copy_stream;
 
 /// What a listener carries its connections to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,35 +237,13 @@ fn carry_one(client: TcpStream, carry: Carry, proxy: &Path) -> io::Result<()> {
     let up = std::thread::Builder::new()
         .name("network-relay-up".into())
         .spawn(move || {
-            copy(&mut from_client, &mut to_proxy);
+            copy_stream(&mut from_client, &mut to_proxy);
             let _ = to_proxy.shutdown(Shutdown::Write);
         })?;
-    copy(&mut from_proxy, &mut to_client);
+    copy_stream(&mut from_proxy, &mut to_client);
     let _ = to_client.shutdown(Shutdown::Write);
     let _ = up.join();
     Ok(())
-}
-
-/// What one read may take: the proxy's own (`dispatcher::egress`). `io::copy` between two
-/// sockets reads 8 KiB at a time: two system calls per 8 KiB of a download (docs/network.md,
-/// "Cost"). Under 128 KiB, so that the allocator does not map and unmap it per connection.
-const COPY_BUFFER: usize = 64 * 1024;
-
-/// Copies until the end or an error on either side.
-fn copy(from: &mut impl Read, to: &mut impl Write) {
-    let mut buf = vec![0u8; COPY_BUFFER];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
 }
 
 /// Reads the proxy's answer to a `CONNECT`: its head must say 200. Returns what came after
