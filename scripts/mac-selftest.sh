@@ -27,6 +27,9 @@
 #  5. The network under the chat's profile (mode public): curl through the proxy's port
 #     works, `curl --noproxy '*'` does not, another loopback port's listener is out of reach,
 #     `nc -l` cannot bind, and `dscacheutil -q host` resolves nothing (no direct DNS).
+#  6. The P0 scenario (`dispatcher test cli-p0`) for each of the five CLIs that speak a public
+#     wire API: their own shell and write tools, driven by the scripted model, in a tmux and a
+#     structured chat; the launchers there are `open` and `osascript`. One row per step.
 #
 # Every check is also a row of a table printed at the end (and on any early exit), which a
 # person pastes back: its format is in docs/seatbelt.md, "The self-test's table".
@@ -559,6 +562,45 @@ while True: threading.Thread(target=serve,args=(l.accept()[0],),daemon=True).sta
     skip "control: dscacheutil -q host example.com answers nothing unconfined"
   fi
 fi
+
+section=6
+echo "== 6. the P0 scenario: the real CLIs' own tools, driven by the scripted model"
+# `dispatcher test cli-p0` (docs/contract.md, "The P0 scenario"): each CLI, pointed at the
+# scripted model on loopback, writes its workflow folder and reads a home file with its own
+# tools, and fails to read or write another workflow, to write planning/plan.json, and to get
+# `open` or `osascript` (Terminal's `do script`) to run anything outside — in a tmux chat
+# (tmux must be installed) and a structured one; each step's control is run unconfined first.
+# One row per step and launch.
+for cli in claude codex gemini pi opencode; do
+  if ! command -v "$cli" >/dev/null 2>&1; then
+    skip "P0 $cli: not installed (scripts/install-clis.sh)"
+    continue
+  fi
+  p0_json="$(mktemp "${TMPDIR:-/tmp}/aw-p0-$cli.XXXXXX")"
+  set +e
+  "$D" test cli-p0 --provider "$cli" --json >"$p0_json" 2>"$p0_json.err"
+  code=$?
+  set -e
+  if [[ $code -eq 2 || ! -s $p0_json ]]; then
+    fail "P0 $cli: could not run: $(tail -c 300 "$p0_json.err" | tr '\n' ' ')"
+  else
+    while IFS=$'\t' read -r verdict what; do
+      if [[ $verdict == ok ]]; then pass "$what"; else fail "$what"; fi
+    done < <(python3 - "$p0_json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for l in [r["control"]] + r["launches"]:
+    for a in l["attempts"]:
+        print(f'{"ok" if l["status"] == "ran" else "FAIL"}\tP0 {r["provider"]} {l["launch"]}: attempt: {a[:200]}')
+    if l["status"] != "ran":
+        print(f'FAIL\tP0 {r["provider"]} {l["launch"]}: the CLI did not get through the steps')
+    for s in l["steps"]:
+        print(f'{"ok" if s["pass"] else "FAIL"}\tP0 {r["provider"]} {l["launch"]} {s["step"]}: expected {s["expected"]}, got {s["got"]} ({s["detail"][:160]})')
+PY
+    )
+  fi
+  rm -f "$p0_json" "$p0_json.err"
+done
 
 if [[ $failures -gt 0 ]]; then
   echo "mac-selftest: $failures failure(s)"

@@ -119,7 +119,9 @@ enum Command {
     /// contract through a fresh `dispatcher serve` of its own (a real chat of that CLI launched
     /// by the server, the probes under the policy the server wrote, the model-driven part when
     /// the CLI is logged in). --state-root DIR, if given, is where its world's state root is
-    /// made (a new or empty folder), never an existing one.
+    /// made (a new or empty folder), never an existing one. `test cli-p0 --provider NAME`: the
+    /// seed's P0 scenario run by that CLI's own tools, driven by the scripted model, in a tmux
+    /// and a structured chat of a fresh server.
     #[command(subcommand)]
     Test(dispatcher::contract::served::TestCmd),
     /// A scripted model on loopback for driving real CLIs offline (see its --help).
@@ -388,6 +390,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Test(dispatcher::contract::served::TestCmd::CliSandboxContract(args)) => {
             test_contract_cmd(cli.state_root, cli.profiles_dir, args)
         }
+        Command::Test(dispatcher::contract::served::TestCmd::CliP0(args)) => {
+            test_p0_cmd(cli.profiles_dir, args)
+        }
         Command::Step(StepCmd::Run {
             workflow,
             step,
@@ -447,6 +452,39 @@ fn test_contract_cmd(
     };
     let report = served::run(&opts)
         .with_context(|| format!("test cli-sandbox-contract --provider {}", args.provider))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `dispatcher test cli-p0`: errors (bad input, setup) exit 2 through `main`.
+fn test_p0_cmd(
+    profiles_dir: Option<PathBuf>,
+    args: dispatcher::contract::served::P0Args,
+) -> Result<ExitCode> {
+    use dispatcher::contract::mutate::Mutation;
+    use dispatcher::contract::served::p0;
+    let mutation = Mutation::from_flag(args.break_policy.as_deref()).map_err(anyhow::Error::msg)?;
+    if mutation.is_some() {
+        eprintln!("dispatcher: test: TEST ONLY hook active (--break-policy): this run cannot pass");
+    }
+    let opts = p0::P0Options {
+        provider: args.provider.clone(),
+        keep: args.keep,
+        profiles_dir,
+        tmp_dir: args.tmp_dir.clone(),
+        dispatcher: std::env::current_exe().context("cannot find the dispatcher's own binary")?,
+        mutation,
+    };
+    let report =
+        p0::run(&opts).with_context(|| format!("test cli-p0 --provider {}", args.provider))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -168,6 +168,10 @@ pub struct Args {
     /// Before everything (e.g. a subcommand in headless mode comes from `headless`).
     #[serde(default)]
     pub headless: Option<Vec<Spanned<String>>>,
+    /// In an interactive start (tmux, or in the foreground) in place of `headless`: flags only
+    /// the interactive command accepts.
+    #[serde(default)]
+    pub interactive: Option<Vec<Spanned<String>>>,
     /// Full mode: the CLI's own sandbox and approvals off (we are the sandbox).
     #[serde(default)]
     pub full: Option<Vec<Spanned<String>>>,
@@ -189,6 +193,10 @@ impl Args {
     fn overlay(&self, over: &Args) -> Args {
         Args {
             headless: over.headless.clone().or_else(|| self.headless.clone()),
+            interactive: over
+                .interactive
+                .clone()
+                .or_else(|| self.interactive.clone()),
             full: over.full.clone().or_else(|| self.full.clone()),
             bridge_only: over
                 .bridge_only
@@ -206,6 +214,7 @@ impl Args {
     fn all(&self) -> impl Iterator<Item = (&'static str, &Vec<Spanned<String>>)> {
         [
             ("headless", &self.headless),
+            ("interactive", &self.interactive),
             ("full", &self.full),
             ("bridge_only", &self.bridge_only),
             ("extra_dir", &self.extra_dir),

@@ -208,12 +208,11 @@ pub fn plan(
         |field: &str, e: String| LaunchError::Adapter(format!("{}: {field}: {e}", adapter.source));
     let args = adapter.args_for(req.target);
     let mut cli_argv = vec![tools.cli_binary.display().to_string()];
-    if req.headless {
-        cli_argv.extend(
-            vars.expand_list(args.headless.as_ref())
-                .map_err(|e| fail("args.headless", e))?,
-        );
-    }
+    let (start, start_field) = match req.headless {
+        true => (args.headless.as_ref(), "args.headless"),
+        false => (args.interactive.as_ref(), "args.interactive"),
+    };
+    cli_argv.extend(vars.expand_list(start).map_err(|e| fail(start_field, e))?);
     let mode_args = match mode.mode {
         Mode::BridgeOnly => vars.expand_list(args.bridge_only.as_ref()),
         _ => vars.expand_list(args.full.as_ref()),

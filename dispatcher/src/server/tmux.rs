@@ -282,6 +282,18 @@ pub fn nudge(socket: &Path) {
         .status();
 }
 
+/// What a session's pane shows now (`capture-pane -p`): for a person, or a test, to see why
+/// an interactive CLI waits.
+pub fn capture(socket: &Path, name: &str) -> Result<String> {
+    let mut cmd = tmux(socket)?;
+    cmd.args(["capture-pane", "-p", "-t"])
+        .arg(format!("={name}:"));
+    match run(cmd)? {
+        Ran::Done(text) => Ok(text),
+        Ran::Refused(err) => Err(failed("capture-pane", err)),
+    }
+}
+
 /// Removes a session (its process gets SIGHUP if it still runs).
 pub fn kill_session(socket: &Path, name: &str) -> Result<()> {
     let mut cmd = tmux(socket)?;

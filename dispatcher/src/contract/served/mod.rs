@@ -30,6 +30,7 @@ mod api;
 mod checks;
 mod harness;
 mod model;
+pub mod p0;
 mod scripted;
 mod server;
 use std::collections::BTreeMap;
@@ -51,7 +52,7 @@ use crate::platform;
 use crate::server::client::Client;
 use harness::server_and_harness;
 use model::{Driver, Login, login_state, model_part};
-use server::Server;
+use server::{Server, ServerOptions};
 
 /// What the model part says when the CLI has no login here.
 pub const NOT_LOGGED_IN: &str = "skipped: not logged in";
@@ -76,6 +77,51 @@ pub enum TestCmd {
     /// wrote for it.
     #[command(name = "cli-sandbox-contract", long_about = LONG_ABOUT)]
     CliSandboxContract(ServedArgs),
+    /// The seed's P0 scenario (queries/p0.toml) run by one real CLI with its own tools,
+    /// driven by the scripted model, in a tmux and a structured chat of a fresh server.
+    #[command(name = "cli-p0", long_about = P0_LONG_ABOUT)]
+    CliP0(P0Args),
+}
+
+const P0_LONG_ABOUT: &str = "\
+The seed's P0 scenario for one CLI, through its own tools.
+
+Builds the contract's temporary world (a state root with wf-main and wf-other, a home, a tmux
+server outside), starts `dispatcher serve` for it, and launches chat-1 on wf-main in full
+mode twice: in the server's tmux (the prompt given as the CLI's first interactive prompt) and
+structured (headless). Each time the CLI is pointed at a scripted model on loopback whose
+prompt asks, one turn per step of queries/p0.toml, for: a write into its own workflow
+folder (its write tool), a read of a personal file in the home (its shell tool), a read and
+writes into wf-other, writes of the refused planning/plan.json (write and shell tools), and
+a launcher (a stand-in xdg-open asking the tmux server outside; on macOS open and osascript).
+
+Verdicts come from the disk, an evidence folder only a process outside the sandbox can
+write, and the model's record (a read is allowed when the planted content came back in a
+tool result, denied when it appears nowhere in the record), never from what the CLI says.
+Before the launches the test runs every step itself, unconfined: a denial counts only when
+that control succeeded. A launch whose CLI does not get through every step is tried again
+(three attempts).
+
+Exit status: 0 every step as expected in both launches; 1 something failed; 2 bad input or
+setup error.";
+
+#[derive(clap::Args, Debug)]
+pub struct P0Args {
+    /// The CLI adapter: claude, codex, gemini, pi, opencode.
+    #[arg(long, value_name = "NAME")]
+    pub provider: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the temporary folder (its path is printed).
+    #[arg(long)]
+    pub keep: bool,
+    /// Where to make the temporary folder (default $TMPDIR, else /tmp).
+    #[arg(long, value_name = "DIR")]
+    pub tmp_dir: Option<PathBuf>,
+    /// TEST ONLY: make the server break every launch's policy (as cli-sandbox-contract).
+    #[arg(long, value_name = "HOW", hide = true)]
+    pub break_policy: Option<String>,
 }
 
 const LONG_ABOUT: &str = "\
@@ -436,7 +482,15 @@ pub fn run(o: &ServedOptions) -> Result<ServedReport, ServedError> {
         env.insert(crate::server::BREAK_POLICY_ENV.into(), m.as_str().into());
     }
     // Declared after the runner: dropped (stopped) before the world it serves is removed.
-    let server = Server::start(o, &r.layout, &env)?;
+    let server = Server::start(
+        &ServerOptions {
+            dispatcher: &o.dispatcher,
+            profiles_dir: o.profiles_dir.as_deref(),
+            port: o.port,
+        },
+        &r.layout,
+        &env,
+    )?;
     let client = Client::for_port(&r.layout.state, server.port)
         .map_err(|e| ServedError::Setup(format!("{e:#}")))?;
     // After the server read config.json: the unconfined control run writes into it (the

@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::ServedError;
 use super::checks::tail;
-use super::{ServedError, ServedOptions};
 use crate::contract::fixture::Layout;
 use crate::server::client::Client;
 use crate::server::tmux;
@@ -20,6 +20,13 @@ use crate::state::StateRoot;
 
 /// How long the server has to say where it listens.
 const SERVER_START: Duration = Duration::from_secs(20);
+
+/// How to start it: this dispatcher binary, its profiles, the port (0: any free one).
+pub(super) struct ServerOptions<'a> {
+    pub(super) dispatcher: &'a Path,
+    pub(super) profiles_dir: Option<&'a Path>,
+    pub(super) port: u16,
+}
 
 /// The server we started: stopped by its own port (with this state root's token) and, if it
 /// does not end, by its own pid — also when the test fails half-way.
@@ -33,7 +40,7 @@ pub(super) struct Server {
 
 impl Server {
     pub(super) fn start(
-        o: &ServedOptions,
+        o: &ServerOptions<'_>,
         layout: &Layout,
         env: &BTreeMap<String, String>,
     ) -> Result<Server, ServedError> {
@@ -44,7 +51,7 @@ impl Server {
             .mode(0o600)
             .open(&log)
             .map_err(|e| ServedError::Setup(format!("{}: {e}", log.display())))?;
-        let mut cmd = Command::new(&o.dispatcher);
+        let mut cmd = Command::new(o.dispatcher);
         if let Some(p) = &o.profiles_dir {
             cmd.arg("--profiles-dir").arg(p);
         }

@@ -1,0 +1,235 @@
+//! The seed's P0 scenario (`queries/p0.toml`, `dispatcher test cli-p0`) for the five real CLIs
+//! that speak a public wire API: each, driven by the scripted model on loopback, writes its
+//! workflow folder and reads a personal file with its own tools, and fails to read or write
+//! another workflow, to write the refused `planning/plan.json` and to get a launcher outside
+//! to run anything — in a tmux chat and in a structured one of the command's own server. As
+//! root and as the unprivileged `sbx-test`; the five run in parallel, and the time for all
+//! five together is printed (docs/contract.md keeps the figure).
+//!
+//! Also: a policy broken by the server fails exactly the steps that guard it, in both
+//! launches (the denials can fail).
+#![cfg(target_os = "linux")]
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agentworks_e2e::{
+    Runner, Who, as_root_and_user, clis_dir, copy_binaries, dispatcher_bin, json_of, missing, text,
+    world_dir,
+};
+use serde_json::Value;
+
+const FIVE: [&str; 5] = ["claude", "codex", "gemini", "pi", "opencode"];
+
+/// The steps of `queries/p0.toml` that run on Linux, in order.
+const STEPS: [&str; 8] = [
+    "write-own-workflow",
+    "read-home",
+    "read-other-workflow",
+    "write-other-workflow",
+    "write-other-workflow-shell",
+    "write-plan-json",
+    "write-plan-json-shell",
+    "launcher-xdg-open",
+];
+
+/// One run's folder: a private home and temporary folder, readable by the runner.
+struct World {
+    dir: tempfile::TempDir,
+    dispatcher: PathBuf,
+}
+
+impl World {
+    fn new(runner: &Runner) -> World {
+        let dir = world_dir("aw-p0-");
+        for sub in ["home", "tmp"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        let dispatcher = match runner.switch_to {
+            Some(_) => copy_binaries(&dir.path().join("bin")).0,
+            None => dispatcher_bin(),
+        };
+        let st = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", runner.uid, runner.gid))
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        World { dir, dispatcher }
+    }
+
+    /// `dispatcher test cli-p0 --provider CLI --json [FLAGS]` as the runner, in a clean
+    /// environment with the real CLIs first on PATH.
+    fn p0(&self, runner: &Runner, cli: &str, flags: &[&str]) -> Command {
+        let mut c = runner.command(&self.dispatcher);
+        c.env(
+            "PATH",
+            format!("{}:/usr/local/bin:/usr/bin:/bin", clis(runner).display()),
+        )
+        .env("HOME", self.dir.path().join("home"))
+        .env("USER", runner.switch_to.unwrap_or("root"))
+        .env("LANG", "C.UTF-8")
+        .current_dir(self.dir.path())
+        .args(["test", "cli-p0", "--provider", cli, "--json"])
+        .args(flags)
+        .arg("--tmp-dir")
+        .arg(self.dir.path().join("tmp"));
+        c
+    }
+}
+
+/// The real CLIs, which the runner must be able to run.
+fn clis(runner: &Runner) -> PathBuf {
+    let dir = clis_dir();
+    if runner.switch_to.is_some()
+        && !runner
+            .command("/usr/bin/test")
+            .arg("-x")
+            .arg(dir.join("codex"))
+            .status()
+            .unwrap()
+            .success()
+    {
+        missing(&format!(
+            "the real CLIs in {} where the test user can run them",
+            dir.display()
+        ));
+    }
+    dir
+}
+
+/// `(step, got, pass)` of one launch of the report.
+fn steps_of(launch: &Value) -> Vec<(String, String, bool)> {
+    launch["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["step"].as_str().unwrap().to_string(),
+                s["got"].as_str().unwrap().to_string(),
+                s["pass"] == true,
+            )
+        })
+        .collect()
+}
+
+/// The control succeeded everywhere, and both launches got through every step as expected.
+fn assert_p0_passed(cli: &str, v: &Value) {
+    assert_eq!(v["passed"], true, "{cli}: {v}");
+    let control = steps_of(&v["control"]);
+    assert_eq!(control.len(), STEPS.len(), "{cli}");
+    for (step, got, pass) in &control {
+        assert!(*pass && got == "allow", "{cli} control {step}: {got}");
+    }
+    let launches = v["launches"].as_array().unwrap();
+    let kinds: Vec<&str> = launches
+        .iter()
+        .map(|l| l["launch"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["tmux", "structured"], "{cli}");
+    for l in launches {
+        assert_eq!(l["status"], "ran", "{cli}: {l}");
+        let steps = steps_of(l);
+        let names: Vec<&str> = steps.iter().map(|(s, _, _)| s.as_str()).collect();
+        assert_eq!(names, STEPS, "{cli}");
+        for (step, got, pass) in &steps {
+            let want = if ["write-own-workflow", "read-home"].contains(&step.as_str()) {
+                "allow"
+            } else {
+                "deny"
+            };
+            assert!(
+                *pass && got == want,
+                "{cli} {} {step}: {got}: {l}",
+                l["launch"]
+            );
+        }
+    }
+}
+
+/// The five at once; each one's time and the total are printed.
+fn all_five_pass_p0(who: Who) {
+    let runner = Runner::new(who);
+    let started = Instant::now();
+    let runs: Vec<_> = FIVE
+        .iter()
+        .map(|cli| {
+            let world = World::new(&runner);
+            let mut c = world.p0(&runner, cli, &[]);
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let out = c.output().unwrap();
+                (world, out, t.elapsed())
+            })
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for (cli, run) in FIVE.iter().zip(runs) {
+        let (_world, out, took) = run.join().unwrap();
+        eprintln!("{cli}: {:.1} s", took.as_secs_f64());
+        let outcome = std::panic::catch_unwind(|| {
+            assert_eq!(out.status.code(), Some(0), "{cli}: {}", text(&out));
+            assert_p0_passed(cli, &json_of(&out));
+        });
+        if outcome.is_err() {
+            failures.push(*cli);
+        }
+    }
+    let total = started.elapsed();
+    eprintln!("all five together: {:.1} s", total.as_secs_f64());
+    assert!(failures.is_empty(), "failed: {failures:?}");
+    // Far above the figure in docs/contract.md: a CLI stuck until its timeout shows here.
+    assert!(total < Duration::from_secs(300), "{total:?}");
+}
+
+as_root_and_user!(all_five_pass_p0 => five_pass_p0_as_root, five_pass_p0_as_user);
+
+/// A server that widens the workflow grant, or empties the refuse list, fails exactly the
+/// steps that guard it, in the tmux and the structured launch alike; the control and every
+/// other step still pass.
+#[test]
+fn a_broken_policy_fails_exactly_the_p0_steps_that_guard_it() {
+    let runner = Runner::new(Who::Root);
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "widen-workflow-grant",
+            &[
+                "read-other-workflow",
+                "write-other-workflow",
+                "write-other-workflow-shell",
+            ],
+        ),
+        (
+            "empty-refuse",
+            &["write-plan-json", "write-plan-json-shell"],
+        ),
+    ];
+    let runs: Vec<_> = cases
+        .iter()
+        .map(|(how, _)| {
+            let world = World::new(&runner);
+            let mut c = world.p0(&runner, "pi", &["--break-policy", how]);
+            std::thread::spawn(move || (world, c.output().unwrap()))
+        })
+        .collect();
+    for ((how, must_fail), run) in cases.iter().zip(runs) {
+        let (_world, out) = run.join().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{how}: {}", text(&out));
+        let v = json_of(&out);
+        assert!(steps_of(&v["control"]).iter().all(|(_, _, p)| *p), "{how}");
+        let expected: BTreeSet<String> = must_fail.iter().map(|s| s.to_string()).collect();
+        for l in v["launches"].as_array().unwrap() {
+            assert_eq!(l["status"], "ran", "{how}: {l}");
+            let failed: BTreeSet<String> = steps_of(l)
+                .into_iter()
+                .filter(|(_, _, pass)| !pass)
+                .map(|(s, _, _)| s)
+                .collect();
+            assert_eq!(failed, expected, "{how} {}: {l}", l["launch"]);
+        }
+    }
+}
