@@ -425,18 +425,43 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// `--break-policy`: the TEST ONLY mutation, said aloud when one is active.
+fn break_policy(flag: Option<&str>) -> Result<Option<dispatcher::contract::mutate::Mutation>> {
+    let mutation =
+        dispatcher::contract::mutate::Mutation::from_flag(flag).map_err(anyhow::Error::msg)?;
+    if mutation.is_some() {
+        eprintln!("dispatcher: test: TEST ONLY hook active (--break-policy): this run cannot pass");
+    }
+    Ok(mutation)
+}
+
+/// A test command's report, as JSON or text, and its exit code: 1 when it did not pass.
+fn finish_test(
+    json: bool,
+    report: &impl serde::Serialize,
+    text: &str,
+    passed: bool,
+) -> Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{text}");
+    }
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 /// `dispatcher test cli-sandbox-contract`: errors (bad input, setup) exit 2 through `main`.
 fn test_contract_cmd(
     state_root: Option<PathBuf>,
     profiles_dir: Option<PathBuf>,
     args: dispatcher::contract::served::ServedArgs,
 ) -> Result<ExitCode> {
-    use dispatcher::contract::mutate::Mutation;
     use dispatcher::contract::served;
-    let mutation = Mutation::from_flag(args.break_policy.as_deref()).map_err(anyhow::Error::msg)?;
-    if mutation.is_some() {
-        eprintln!("dispatcher: test: TEST ONLY hook active (--break-policy): this run cannot pass");
-    }
+    let mutation = break_policy(args.break_policy.as_deref())?;
     let opts = served::ServedOptions {
         provider: args.provider.clone(),
         port: args.port,
@@ -452,16 +477,7 @@ fn test_contract_cmd(
     };
     let report = served::run(&opts)
         .with_context(|| format!("test cli-sandbox-contract --provider {}", args.provider))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.text());
-    }
-    Ok(if report.passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    finish_test(args.json, &report, &report.text(), report.passed)
 }
 
 /// `dispatcher test cli-p0`: errors (bad input, setup) exit 2 through `main`.
@@ -469,12 +485,8 @@ fn test_p0_cmd(
     profiles_dir: Option<PathBuf>,
     args: dispatcher::contract::served::P0Args,
 ) -> Result<ExitCode> {
-    use dispatcher::contract::mutate::Mutation;
     use dispatcher::contract::served::p0;
-    let mutation = Mutation::from_flag(args.break_policy.as_deref()).map_err(anyhow::Error::msg)?;
-    if mutation.is_some() {
-        eprintln!("dispatcher: test: TEST ONLY hook active (--break-policy): this run cannot pass");
-    }
+    let mutation = break_policy(args.break_policy.as_deref())?;
     let opts = p0::P0Options {
         provider: args.provider.clone(),
         keep: args.keep,
@@ -485,16 +497,7 @@ fn test_p0_cmd(
     };
     let report =
         p0::run(&opts).with_context(|| format!("test cli-p0 --provider {}", args.provider))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.text());
-    }
-    Ok(if report.passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    finish_test(args.json, &report, &report.text(), report.passed)
 }
 
 fn step_run(

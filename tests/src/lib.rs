@@ -235,3 +235,73 @@ mod tests {
         assert!(dep_info_sources("").is_empty());
     }
 }
+
+/// One run of a `dispatcher test …` command driving the real CLIs: a private home and
+/// temporary folder, readable by the runner, and the dispatcher it may run.
+pub struct CliWorld {
+    pub dir: tempfile::TempDir,
+    pub dispatcher: PathBuf,
+}
+
+impl CliWorld {
+    /// A world under a fresh folder named `prefix…`, owned by the runner.
+    pub fn new(runner: &Runner, prefix: &str) -> CliWorld {
+        let dir = world_dir(prefix);
+        for sub in ["home", "tmp"] {
+            fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        let dispatcher = match runner.switch_to {
+            Some(_) => copy_binaries(&dir.path().join("bin")).0,
+            None => dispatcher_bin(),
+        };
+        let st = std::process::Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", runner.uid, runner.gid))
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        CliWorld { dir, dispatcher }
+    }
+
+    /// `dispatcher ARGS… --tmp-dir TMP` as the runner, in a clean environment with the real
+    /// CLIs first on PATH.
+    pub fn dispatcher(&self, runner: &Runner, args: &[&str]) -> std::process::Command {
+        let mut c = runner.command(&self.dispatcher);
+        c.env(
+            "PATH",
+            format!(
+                "{}:/usr/local/bin:/usr/bin:/bin",
+                runnable_clis(runner).display()
+            ),
+        )
+        .env("HOME", self.dir.path().join("home"))
+        .env("USER", runner.switch_to.unwrap_or("root"))
+        .env("LANG", "C.UTF-8")
+        .current_dir(self.dir.path())
+        .args(args)
+        .arg("--tmp-dir")
+        .arg(self.dir.path().join("tmp"));
+        c
+    }
+}
+
+/// [`clis_dir`], which the runner must be able to run (fails the test otherwise).
+pub fn runnable_clis(runner: &Runner) -> PathBuf {
+    let dir = clis_dir();
+    if runner.switch_to.is_some()
+        && !runner
+            .command("/usr/bin/test")
+            .arg("-x")
+            .arg(dir.join("codex"))
+            .status()
+            .unwrap()
+            .success()
+    {
+        missing(&format!(
+            "the real CLIs in {} where the test user can run them",
+            dir.display()
+        ));
+    }
+    dir
+}

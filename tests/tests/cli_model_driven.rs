@@ -11,84 +11,14 @@
 #![cfg(target_os = "linux")]
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use agentworks_e2e::{
-    Runner, Who, as_root_and_user, clis_dir, copy_binaries, dispatcher_bin, failing_probes,
-    json_of, missing, repo, text, world_dir,
+    CliWorld, Runner, Who, as_root_and_user, failing_probes, json_of, repo, text,
 };
 use serde_json::Value;
 
 const FIVE: [&str; 5] = ["claude", "codex", "gemini", "pi", "opencode"];
-
-/// One run's folder: a private home and temporary folder, readable by the runner.
-struct World {
-    dir: tempfile::TempDir,
-    dispatcher: PathBuf,
-}
-
-impl World {
-    fn new(runner: &Runner) -> World {
-        let dir = world_dir("aw-md-");
-        for sub in ["home", "tmp"] {
-            std::fs::create_dir(dir.path().join(sub)).unwrap();
-        }
-        let dispatcher = match runner.switch_to {
-            Some(_) => copy_binaries(&dir.path().join("bin")).0,
-            None => dispatcher_bin(),
-        };
-        let st = Command::new("chown")
-            .arg("-R")
-            .arg(format!("{}:{}", runner.uid, runner.gid))
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(st.success());
-        World { dir, dispatcher }
-    }
-
-    /// `dispatcher [GLOBAL] test cli-sandbox-contract --provider CLI --json [FLAGS]` as the
-    /// runner, in a clean environment with the real CLIs first on PATH.
-    fn contract(&self, runner: &Runner, global: &[&str], cli: &str, flags: &[&str]) -> Command {
-        let mut c = runner.command(&self.dispatcher);
-        c.env(
-            "PATH",
-            format!("{}:/usr/local/bin:/usr/bin:/bin", clis(runner).display()),
-        )
-        .env("HOME", self.dir.path().join("home"))
-        .env("USER", runner.switch_to.unwrap_or("root"))
-        .env("LANG", "C.UTF-8")
-        .current_dir(self.dir.path())
-        .args(global)
-        .args(["test", "cli-sandbox-contract", "--provider", cli, "--json"])
-        .args(flags)
-        .arg("--tmp-dir")
-        .arg(self.dir.path().join("tmp"));
-        c
-    }
-}
-
-/// The real CLIs, which the runner must be able to run.
-fn clis(runner: &Runner) -> PathBuf {
-    let dir = clis_dir();
-    if runner.switch_to.is_some()
-        && !runner
-            .command("/usr/bin/test")
-            .arg("-x")
-            .arg(dir.join("codex"))
-            .status()
-            .unwrap()
-            .success()
-    {
-        missing(&format!(
-            "the real CLIs in {} where the test user can run them",
-            dir.display()
-        ));
-    }
-    dir
-}
 
 /// Part 3 ran with the scripted model and every fact of it holds.
 fn assert_model_ran(cli: &str, v: &Value) {
@@ -127,8 +57,11 @@ fn all_five_pass_part_3(who: Who) {
     let runs: Vec<_> = FIVE
         .iter()
         .map(|cli| {
-            let world = World::new(&runner);
-            let mut c = world.contract(&runner, &[], cli, &[]);
+            let world = CliWorld::new(&runner, "aw-md-");
+            let mut c = world.dispatcher(
+                &runner,
+                &["test", "cli-sandbox-contract", "--provider", cli, "--json"],
+            );
             std::thread::spawn(move || {
                 let t = Instant::now();
                 let out = c.output().unwrap();
@@ -179,8 +112,19 @@ fn a_broken_policy_fails_exactly_the_model_driven_probes_that_guard_it() {
     let runs: Vec<_> = cases
         .iter()
         .map(|(how, _)| {
-            let world = World::new(&runner);
-            let mut c = world.contract(&runner, &[], "pi", &["--break-policy", how]);
+            let world = CliWorld::new(&runner, "aw-md-");
+            let mut c = world.dispatcher(
+                &runner,
+                &[
+                    "test",
+                    "cli-sandbox-contract",
+                    "--provider",
+                    "pi",
+                    "--json",
+                    "--break-policy",
+                    how,
+                ],
+            );
             std::thread::spawn(move || (world, c.output().unwrap()))
         })
         .collect();
@@ -207,7 +151,7 @@ fn a_broken_policy_fails_exactly_the_model_driven_probes_that_guard_it() {
 #[test]
 fn a_cli_that_ignores_its_endpoint_fails_clearly() {
     let runner = Runner::new(Who::Root);
-    let world = World::new(&runner);
+    let world = CliWorld::new(&runner, "aw-md-");
     let profiles = world.dir.path().join("profiles");
     std::fs::create_dir_all(profiles.join("clis")).unwrap();
     let pi = std::fs::read_to_string(repo().join("profiles/clis/pi.toml")).unwrap();
@@ -222,7 +166,18 @@ fn a_cli_that_ignores_its_endpoint_fails_clearly() {
     std::fs::write(profiles.join("clis/pi.toml"), broken).unwrap();
     let profiles_arg = profiles.display().to_string();
     let out = world
-        .contract(&runner, &["--profiles-dir", &profiles_arg], "pi", &[])
+        .dispatcher(
+            &runner,
+            &[
+                "--profiles-dir",
+                &profiles_arg,
+                "test",
+                "cli-sandbox-contract",
+                "--provider",
+                "pi",
+                "--json",
+            ],
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));

@@ -11,14 +11,9 @@
 #![cfg(target_os = "linux")]
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agentworks_e2e::{
-    Runner, Who, as_root_and_user, clis_dir, copy_binaries, dispatcher_bin, json_of, missing, text,
-    world_dir,
-};
+use agentworks_e2e::{CliWorld, Runner, Who, as_root_and_user, json_of, text};
 use serde_json::Value;
 
 const FIVE: [&str; 5] = ["claude", "codex", "gemini", "pi", "opencode"];
@@ -34,72 +29,6 @@ const STEPS: [&str; 8] = [
     "write-plan-json-shell",
     "launcher-xdg-open",
 ];
-
-/// One run's folder: a private home and temporary folder, readable by the runner.
-struct World {
-    dir: tempfile::TempDir,
-    dispatcher: PathBuf,
-}
-
-impl World {
-    fn new(runner: &Runner) -> World {
-        let dir = world_dir("aw-p0-");
-        for sub in ["home", "tmp"] {
-            std::fs::create_dir(dir.path().join(sub)).unwrap();
-        }
-        let dispatcher = match runner.switch_to {
-            Some(_) => copy_binaries(&dir.path().join("bin")).0,
-            None => dispatcher_bin(),
-        };
-        let st = Command::new("chown")
-            .arg("-R")
-            .arg(format!("{}:{}", runner.uid, runner.gid))
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(st.success());
-        World { dir, dispatcher }
-    }
-
-    /// `dispatcher test cli-p0 --provider CLI --json [FLAGS]` as the runner, in a clean
-    /// environment with the real CLIs first on PATH.
-    fn p0(&self, runner: &Runner, cli: &str, flags: &[&str]) -> Command {
-        let mut c = runner.command(&self.dispatcher);
-        c.env(
-            "PATH",
-            format!("{}:/usr/local/bin:/usr/bin:/bin", clis(runner).display()),
-        )
-        .env("HOME", self.dir.path().join("home"))
-        .env("USER", runner.switch_to.unwrap_or("root"))
-        .env("LANG", "C.UTF-8")
-        .current_dir(self.dir.path())
-        .args(["test", "cli-p0", "--provider", cli, "--json"])
-        .args(flags)
-        .arg("--tmp-dir")
-        .arg(self.dir.path().join("tmp"));
-        c
-    }
-}
-
-/// The real CLIs, which the runner must be able to run.
-fn clis(runner: &Runner) -> PathBuf {
-    let dir = clis_dir();
-    if runner.switch_to.is_some()
-        && !runner
-            .command("/usr/bin/test")
-            .arg("-x")
-            .arg(dir.join("codex"))
-            .status()
-            .unwrap()
-            .success()
-    {
-        missing(&format!(
-            "the real CLIs in {} where the test user can run them",
-            dir.display()
-        ));
-    }
-    dir
-}
 
 /// `(step, got, pass)` of one launch of the report.
 fn steps_of(launch: &Value) -> Vec<(String, String, bool)> {
@@ -158,8 +87,8 @@ fn all_five_pass_p0(who: Who) {
     let runs: Vec<_> = FIVE
         .iter()
         .map(|cli| {
-            let world = World::new(&runner);
-            let mut c = world.p0(&runner, cli, &[]);
+            let world = CliWorld::new(&runner, "aw-p0-");
+            let mut c = world.dispatcher(&runner, &["test", "cli-p0", "--provider", cli, "--json"]);
             std::thread::spawn(move || {
                 let t = Instant::now();
                 let out = c.output().unwrap();
@@ -211,8 +140,19 @@ fn a_broken_policy_fails_exactly_the_p0_steps_that_guard_it() {
     let runs: Vec<_> = cases
         .iter()
         .map(|(how, _)| {
-            let world = World::new(&runner);
-            let mut c = world.p0(&runner, "pi", &["--break-policy", how]);
+            let world = CliWorld::new(&runner, "aw-p0-");
+            let mut c = world.dispatcher(
+                &runner,
+                &[
+                    "test",
+                    "cli-p0",
+                    "--provider",
+                    "pi",
+                    "--json",
+                    "--break-policy",
+                    how,
+                ],
+            );
             std::thread::spawn(move || (world, c.output().unwrap()))
         })
         .collect();
