@@ -303,3 +303,42 @@ fn every_denial_carries_the_log_tag() {
         assert!(e.contains("macos.log_tag"), "{bad:?}: {e}");
     }
 }
+
+/// The services refused on purpose stay refused unless the policy opens one by name
+/// (`[macos] allow_mach_services`), and only those: another name is a load error naming the
+/// field, and `deny_mach_services` still wins.
+#[test]
+fn a_policy_opens_only_what_is_refused_on_purpose() {
+    let pasteboard = "com.apple.pasteboard.1";
+    assert!(
+        mach::embedded()
+            .refused
+            .iter()
+            .any(|r| r.name == pasteboard)
+    );
+    for (name, p) in profiles() {
+        assert_eq!(lookup(&p, pasteboard), Outcome::Deny, "{name}");
+    }
+    let opened = format!("{PRODUCT}\n[macos]\nallow_mach_services = [\"{pasteboard}\"]\n");
+    let p = parse(&mac(&opened));
+    assert_eq!(lookup(&p, pasteboard), Outcome::Allow);
+    assert_eq!(lookup(&p, "com.apple.FSEvents"), Outcome::Deny);
+    let both = format!(
+        "{PRODUCT}\n[macos]\nallow_mach_services = [\"{pasteboard}\"]\n\
+         deny_mach_services = [\"{pasteboard}\"]\n"
+    );
+    assert_eq!(lookup(&parse(&mac(&both)), pasteboard), Outcome::Deny);
+    let opts = ResolveOptions::for_target(Target::Macos, Path::new(HOME), Some(501)).unwrap();
+    for bad in [
+        "com.apple.coreservices.launchservicesd",
+        "com.apple.foundation.UserScriptService",
+    ] {
+        let text = format!("{PRODUCT}\n[macos]\nallow_mach_services = [\"{bad}\"]\n");
+        let e = Policy::from_toml(&text, "policy.toml", &opts).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("macos.allow_mach_services[0]") && msg.contains("policy.toml:"),
+            "{msg}"
+        );
+    }
+}

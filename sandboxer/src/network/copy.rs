@@ -53,7 +53,9 @@ impl Pipe {
     }
 
     fn carry(&self, from: &impl AsFd, to: &impl AsFd) -> Spliced {
-        let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_MORE;
+        // Not SPLICE_F_MORE: on a TCP socket it holds a short write back for more (a cork),
+        // and a request's head would wait for bytes that never come.
+        let flags = SpliceFFlags::SPLICE_F_MOVE;
         let mut total = 0u64;
         loop {
             let n = match splice(from, None, &self.write, None, PIPE_SIZE, flags) {

@@ -148,6 +148,10 @@ impl ClosedSection {
 pub struct MacosSection {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_mach_services: Vec<Spanned<String>>,
+    /// Services refused on purpose (`[[refused]]` in profiles/macos/mach-services.toml) that
+    /// this policy opens anyway, e.g. the pasteboard for pbcopy and pbpaste.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_mach_services: Vec<Spanned<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ways_out: Option<bool>,
     /// Appended to every denial the profile makes (`(with message "…")`), so the unified
@@ -158,7 +162,10 @@ pub struct MacosSection {
 
 impl MacosSection {
     fn is_empty(&self) -> bool {
-        self.deny_mach_services.is_empty() && self.ways_out.is_none() && self.log_tag.is_none()
+        self.deny_mach_services.is_empty()
+            && self.allow_mach_services.is_empty()
+            && self.ways_out.is_none()
+            && self.log_tag.is_none()
     }
 }
 

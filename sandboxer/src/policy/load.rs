@@ -378,6 +378,26 @@ impl Cx<'_> {
             deny_mach_services.push(name.clone());
         }
 
+        let refused_on_purpose = &crate::seatbelt::mach::embedded().refused;
+        let mut allow_mach_services = Vec::new();
+        for (i, s) in raw.macos.allow_mach_services.iter().enumerate() {
+            let name = s.get_ref();
+            if !refused_on_purpose.iter().any(|r| r.name == *name) {
+                let names: Vec<&str> = refused_on_purpose.iter().map(|r| r.name.as_str()).collect();
+                return Err(self.error(
+                    s.span(),
+                    &format!("macos.allow_mach_services[{i}]"),
+                    format!(
+                        "{name:?} is not a service a policy may open: only those refused on \
+                         purpose in profiles/macos/mach-services.toml ({}), each with its risk \
+                         written there",
+                        names.join(", ")
+                    ),
+                ));
+            }
+            allow_mach_services.push(name.clone());
+        }
+
         let log_tag = match &raw.macos.log_tag {
             Some(t) => {
                 let tag = t.get_ref();
@@ -484,6 +504,7 @@ impl Cx<'_> {
             closed,
             macos: MacosKnobs {
                 deny_mach_services,
+                allow_mach_services,
                 ways_out: macos_ways_out,
                 log_tag,
             },

@@ -224,6 +224,8 @@ pub struct ClosedBase {
 pub struct MacosKnobs {
     /// Extra Mach services refused besides the launcher list.
     pub deny_mach_services: Vec<String>,
+    /// Services refused on purpose that this policy opens (`[macos] allow_mach_services`).
+    pub allow_mach_services: Vec<String>,
     /// Refuse the ways-out list (`profiles/macos/ways-out.toml`) as protected roots.
     pub ways_out: bool,
     /// The message every denial carries into the unified log (`[macos] log_tag`).

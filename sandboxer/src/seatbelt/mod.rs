@@ -445,7 +445,8 @@ fn name_literal(what: &'static str, name: &str) -> Result<String, RenderError> {
     })
 }
 
-/// The Mach names and prefixes the profile allows, as literals, sorted: the allowlist minus
+/// The Mach names and prefixes the profile allows, as literals, sorted: the allowlist (and
+/// what `[macos] allow_mach_services` opens of the services refused on purpose) minus
 /// the names the policy refuses (`[macos] deny_mach_services`) and, when blocked, the
 /// launcher services; when launchers are allowed, the launcher services and prefixes too.
 /// Unless the network is open, the resolver's services are refused too, prefixes included.
@@ -464,6 +465,15 @@ fn mach_lookups(
     let mut names = Vec::new();
     for s in list.services.iter().filter(|s| !refused(&s.name)) {
         names.push(name_literal("profiles/macos/mach-services.toml", &s.name)?);
+    }
+    // Refused on purpose, opened by the policy (checked against that list when loaded).
+    for a in policy
+        .macos
+        .allow_mach_services
+        .iter()
+        .filter(|a| !refused(a))
+    {
+        names.push(name_literal("macos.allow_mach_services", a)?);
     }
     let mut prefixes = Vec::new();
     if !launchers.block {
