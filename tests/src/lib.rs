@@ -217,25 +217,6 @@ pub fn failing_probes(col: &serde_json::Value) -> std::collections::BTreeSet<Str
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dep_info_names_each_source_once_with_escaped_spaces() {
-        let line = "/t/debug/dispatcher: /r/src/main.rs /r/My\\ Files/a.rs /r/b.toml\n";
-        assert_eq!(
-            dep_info_sources(line),
-            [
-                PathBuf::from("/r/src/main.rs"),
-                PathBuf::from("/r/My Files/a.rs"),
-                PathBuf::from("/r/b.toml")
-            ]
-        );
-        assert!(dep_info_sources("").is_empty());
-    }
-}
-
 /// One run of a `dispatcher test …` command driving the real CLIs: a private home and
 /// temporary folder, readable by the runner, and the dispatcher it may run.
 pub struct CliWorld {
@@ -304,4 +285,23 @@ pub fn runnable_clis(runner: &Runner) -> PathBuf {
         ));
     }
     dir
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dep_info_names_each_source_once_with_escaped_spaces() {
+        let line = "/t/debug/dispatcher: /r/src/main.rs /r/My\\ Files/a.rs /r/b.toml\n";
+        assert_eq!(
+            dep_info_sources(line),
+            [
+                PathBuf::from("/r/src/main.rs"),
+                PathBuf::from("/r/My Files/a.rs"),
+                PathBuf::from("/r/b.toml")
+            ]
+        );
+        assert!(dep_info_sources("").is_empty());
+    }
 }
