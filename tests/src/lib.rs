@@ -267,6 +267,47 @@ impl CliWorld {
     }
 }
 
+/// The five CLIs that speak a public wire API, which the scripted model drives.
+pub const FIVE_CLIS: [&str; 5] = ["claude", "codex", "gemini", "pi", "opencode"];
+
+/// `dispatcher test COMMAND --provider CLI --json` for the five at once, each in a
+/// [`CliWorld`] of its own named `prefix…`. `check` judges one CLI's output (a panic is that
+/// CLI's failure, and the others still run); each one's time and the total are printed. Fails
+/// with the CLIs that failed, or when all five together took more than `limit`.
+pub fn five_at_once(
+    runner: &Runner,
+    prefix: &str,
+    command: &str,
+    limit: std::time::Duration,
+    check: impl Fn(&str, &std::process::Output),
+) {
+    let started = std::time::Instant::now();
+    let runs: Vec<_> = FIVE_CLIS
+        .iter()
+        .map(|cli| {
+            let world = CliWorld::new(runner, prefix);
+            let mut c = world.dispatcher(runner, &["test", command, "--provider", cli, "--json"]);
+            std::thread::spawn(move || {
+                let t = std::time::Instant::now();
+                let out = c.output().unwrap();
+                (world, out, t.elapsed())
+            })
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for (cli, run) in FIVE_CLIS.iter().zip(runs) {
+        let (_world, out, took) = run.join().unwrap();
+        eprintln!("{cli}: {:.1} s", took.as_secs_f64());
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(cli, &out))).is_err() {
+            failures.push(*cli);
+        }
+    }
+    let total = started.elapsed();
+    eprintln!("all five together: {:.1} s", total.as_secs_f64());
+    assert!(failures.is_empty(), "failed: {failures:?}");
+    assert!(total < limit, "{total:?}");
+}
+
 /// [`clis_dir`], which the runner must be able to run (fails the test otherwise).
 pub fn runnable_clis(runner: &Runner) -> PathBuf {
     let dir = clis_dir();
