@@ -78,15 +78,8 @@ pub fn parse(text: &str, file: &str) -> Result<MachServices, DataFileError> {
         for (i, s) in list.iter().enumerate() {
             let at = Some(s.name.span().start);
             let name = s.name.get_ref();
-            if name.is_empty() || name.contains(char::is_whitespace) {
-                return Err(err(
-                    at,
-                    format!("{table}[{i}].name"),
-                    format!("{name:?} is not a Mach service name"),
-                ));
-            }
-            if let Err(e) = string_literal(name) {
-                return Err(err(at, format!("{table}[{i}].name"), e.to_string()));
+            if let Some(problem) = not_a_name(name) {
+                return Err(err(at, format!("{table}[{i}].name"), problem));
             }
             if out.iter().any(|o| o.name == *name) {
                 return Err(err(
@@ -137,11 +130,11 @@ pub fn parse(text: &str, file: &str) -> Result<MachServices, DataFileError> {
     let mut resolvers = Vec::with_capacity(raw.resolvers.len());
     for (i, r) in raw.resolvers.iter().enumerate() {
         let name = r.get_ref();
-        if name.is_empty() || name.contains(char::is_whitespace) || string_literal(name).is_err() {
+        if let Some(problem) = not_a_name(name) {
             return Err(err(
                 Some(r.span().start),
                 format!("resolvers[{i}]"),
-                format!("{name:?} is not a Mach service name"),
+                problem,
             ));
         }
         resolvers.push(name.clone());
@@ -151,6 +144,14 @@ pub fn parse(text: &str, file: &str) -> Result<MachServices, DataFileError> {
         refused,
         resolvers,
     })
+}
+
+/// Why `name` cannot be a `(global-name …)` of the profile, if it cannot.
+fn not_a_name(name: &str) -> Option<String> {
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Some(format!("{name:?} is not a Mach service name"));
+    }
+    string_literal(name).err().map(|e| e.to_string())
 }
 
 /// The embedded list (parsed once per process).

@@ -89,6 +89,18 @@ pub struct LaunchResult {
 }
 
 impl LaunchResult {
+    /// A launch that has not got through its steps (yet).
+    fn failed(launch: &str) -> LaunchResult {
+        LaunchResult {
+            launch: launch.into(),
+            status: "failed".into(),
+            attempts: Vec::new(),
+            steps: Vec::new(),
+            record: None,
+            elapsed_ms: 0,
+        }
+    }
+
     pub fn passed(&self) -> bool {
         self.status == "ran" && !self.steps.is_empty() && self.steps.iter().all(|s| s.pass)
     }
@@ -389,14 +401,7 @@ impl World<'_> {
     /// The steps run by this process itself, outside any sandbox.
     fn control(&self, steps: &[&Step]) -> LaunchResult {
         let started = Instant::now();
-        let mut result = LaunchResult {
-            launch: "control".into(),
-            status: "failed".into(),
-            attempts: Vec::new(),
-            steps: Vec::new(),
-            record: None,
-            elapsed_ms: 0,
-        };
+        let mut result = LaunchResult::failed("control");
         let (concrete, planted) = match self.concrete(steps, "control", "control") {
             Ok(x) => x,
             Err(e) => {
@@ -460,14 +465,7 @@ impl World<'_> {
         interactive: &[sandboxer::template::Template],
     ) -> LaunchResult {
         let started = Instant::now();
-        let mut result = LaunchResult {
-            launch: supervision.into(),
-            status: "failed".into(),
-            attempts: Vec::new(),
-            steps: Vec::new(),
-            record: None,
-            elapsed_ms: 0,
-        };
+        let mut result = LaunchResult::failed(supervision);
         for attempt in 1..=ATTEMPTS {
             match self.attempt(a, client, steps, control, supervision, interactive, attempt) {
                 Ok((steps, record)) => {
