@@ -35,16 +35,22 @@ for cli in "${CLIS[@]}"; do
   [[ -x $BIN/$cli ]] || { echo "bench-clis: $BIN/$cli is missing (scripts/install-clis.sh)" >&2; exit 2; }
 done
 
-cargo build --release --quiet -p sandboxer -p dispatcher
+cargo build --release --quiet -p sandboxer -p dispatcher --example egress_proxy
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 D="$target_dir/release/dispatcher"
 S="$target_dir/release/sandboxer"
+PROXY="$target_dir/release/examples/egress_proxy"
 export SANDBOXER_BIN="$S"
 
 work=$(mktemp -d /tmp/aw-bench-clis.XXXXXX)
 model_pid=
+proxy_pids=()
+proxy_fds=()
 cleanup() {
   [[ -n $model_pid ]] && kill "$model_pid" 2>/dev/null
+  # Each egress proxy serves until its stdin (a fifo held open here) closes.
+  for fd in "${proxy_fds[@]}"; do eval "exec $fd>&-"; done
+  for pid in "${proxy_pids[@]}"; do wait "$pid" 2>/dev/null; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -92,7 +98,19 @@ if baseline:
     cmds += [[baseline] + sandbox[1:] + version, [baseline] + argv[1:]]
 with open(os.path.join(work, f"{cli}.cmds"), "w") as out:
     out.writelines(q(c).replace("\n", "\\n") + "\n" for c in cmds)
+with open(os.path.join(work, f"{cli}.policy"), "w") as out:
+    out.write(sandbox[sandbox.index("--policy") + 1])
 EOF
+  # The chat's egress proxy, served as the launch serves it (the policy's `[network] proxy`).
+  mkfifo "$work/$cli.proxy.in"
+  "$PROXY" --state-root "$SR" --chat "$cli" --policy "$(cat "$work/$cli.policy")" \
+    <"$work/$cli.proxy.in" >"$work/$cli.proxy.out" 2>&1 &
+  proxy_pids+=($!)
+  fd=$((10 + ${#proxy_fds[@]}))
+  eval "exec $fd>\"\$work/\$cli.proxy.in\""
+  proxy_fds+=("$fd")
+  for _ in $(seq 100); do grep -q ready "$work/$cli.proxy.out" 2>/dev/null && break; sleep 0.05; done
+  grep -q ready "$work/$cli.proxy.out" || { echo "bench-clis: $cli's egress proxy did not start:" >&2; cat "$work/$cli.proxy.out" >&2; exit 1; }
 done
 
 # One run of each turn first: the CLI's shell tool must have written the marker, bare and
