@@ -179,6 +179,9 @@ fn stand_ins(h: &Home) {
     fs::create_dir_all(h.home.join(".config/fish")).unwrap();
     fs::create_dir_all(h.home.join(".config/git")).unwrap();
     fs::create_dir_all(h.home.join(".local/bin")).unwrap();
+    fs::create_dir_all(h.home.join(".local/share/applications")).unwrap();
+    fs::create_dir_all(h.home.join(".cargo")).unwrap();
+    fs::create_dir_all(h.home.join(".kube")).unwrap();
 }
 
 type Case<'a> = (bool, &'a str, &'a [&'a str]);
@@ -279,6 +282,19 @@ fn guarded_entries_are_read_only(r: &Runner) {
             // Folders put on $PATH: a program dropped there would shadow the system's.
             (deny, "create", &[".local/bin/git"]),
             (deny, "create", &["tools/bin/git"]),
+            // The tools that run a file of the home later, missing at launch: a package
+            // manager's rc, a build tool's config in a folder missing too (the folder made
+            // for it stays usable), a desktop entry that would replace an application's.
+            (deny, "create", &[".npmrc"]),
+            (deny, "create", &[".cargo/config.toml"]),
+            (allow, "create", &[".cargo/credentials-note"]),
+            (deny, "create", &[".kube/config"]),
+            (allow, "mkdir", &[".kube/cache"]),
+            (
+                deny,
+                "create",
+                &[".local/share/applications/firefox.desktop"],
+            ),
             // Ordinary files of the home stay writable.
             (allow, "write", &["notes.txt"]),
             (allow, "create", &["new.txt"]),
@@ -299,6 +315,8 @@ fn guarded_entries_are_read_only(r: &Runner) {
         ".config/git",
         ".zshrc",
         ".local",
+        ".npmrc",
+        ".kube/config",
     ] {
         assert!(
             !h.home.join(gone).exists(),
