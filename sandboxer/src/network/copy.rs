@@ -1,7 +1,9 @@
-//! Carrying one direction of a connection: the relay inside a sandbox and the dispatcher's
-//! proxy both copy every byte of a download twice over (socket to socket), so the copy is
+//! Carrying one direction of a connection: the dispatcher's egress proxy copies every byte
+//! of a download from one socket to another, so the copy is
 //! `splice(2)` through a pipe where the kernel offers it (no copy to user memory, one system
-//! call per pipe-full each way), and a read/write loop where it does not.
+//! call per pipe-full each way), and a read/write loop where it does not. A thread keeps its
+//! pipe for its next copy when this one left it empty: the proxy's threads are reused from
+//! one connection to the next, and a small request need not make and size two pipes.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -25,18 +27,35 @@ where
     R: Read + AsFd,
     W: Write + AsFd,
 {
-    match Pipe::new() {
+    let kept = KEPT.with(|k| k.take());
+    match kept.map_or_else(Pipe::new, Ok) {
         Ok(pipe) => match pipe.carry(from, to) {
-            Spliced::All(n) => n,
+            Spliced::All(n) => {
+                KEPT.with(|k| k.set(Some(pipe)));
+                n
+            }
+            // Bytes may be left in the pipe: it goes.
+            Spliced::Partly(n) => n,
             // Nothing moved yet and the kernel cannot splice these: copy by hand.
-            Spliced::Unsupported => read_write(from, to),
+            Spliced::Unsupported => {
+                KEPT.with(|k| k.set(Some(pipe)));
+                read_write(from, to)
+            }
         },
         Err(_) => read_write(from, to),
     }
 }
 
+thread_local! {
+    /// This thread's pipe, empty, from its last copy.
+    static KEPT: std::cell::Cell<Option<Pipe>> = const { std::cell::Cell::new(None) };
+}
+
 enum Spliced {
+    /// To the end of `from`; the pipe is empty.
     All(u64),
+    /// Until an error on either side; the pipe may hold bytes.
+    Partly(u64),
     Unsupported,
 }
 
@@ -63,15 +82,15 @@ impl Pipe {
                 Ok(n) => n,
                 Err(Errno::EINTR) => continue,
                 Err(Errno::EINVAL) if total == 0 => return Spliced::Unsupported,
-                Err(_) => return Spliced::All(total),
+                Err(_) => return Spliced::Partly(total),
             };
             let mut left = n;
             while left > 0 {
                 match splice(&self.read, None, to, None, left, flags) {
-                    Ok(0) => return Spliced::All(total),
+                    Ok(0) => return Spliced::Partly(total),
                     Ok(m) => left -= m,
                     Err(Errno::EINTR) => {}
-                    Err(_) => return Spliced::All(total),
+                    Err(_) => return Spliced::Partly(total),
                 }
             }
             total += n as u64;
@@ -102,7 +121,7 @@ mod tests {
     use std::net::{Shutdown, TcpListener, TcpStream};
     use std::os::unix::net::UnixStream;
 
-    /// Socket to socket (TCP to Unix, the relay's and the proxy's case), every byte in order;
+    /// Socket to socket (TCP to Unix, as for a client of the proxy's Unix socket), every byte in order;
     /// and a file descriptor the kernel cannot splice from falls back to the loop.
     #[test]
     fn carries_every_byte_between_sockets() {
