@@ -121,10 +121,7 @@ fn handle<S: Stream>(
             return report;
         }
     }
-    let relayed = client
-        .try_clone()
-        .and_then(|c| relay(c, upstream, &shared.pool))
-        .unwrap_or_default();
+    let relayed = relay(client, upstream, &shared.pool).unwrap_or_default();
     report.bytes_up += relayed.up;
     report.bytes_down += relayed.down;
     report

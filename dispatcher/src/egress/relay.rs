@@ -4,7 +4,7 @@ use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::sync::mpsc;
 
-use sandboxer::network::copy_stream;
+use sandboxer::network::{copy_stream, relay_both};
 
 use super::listener::Stream;
 use super::pool::Pool;
@@ -16,9 +16,18 @@ pub struct Counts {
     pub down: u64,
 }
 
-/// Copies client → host on a thread of `pool` and host → client on this one. When one side
-/// ends, the other is told (a half-close), so a request whose reply follows its end works.
-pub fn relay<S: Stream>(client: S, host: TcpStream, pool: &Pool) -> io::Result<Counts> {
+/// Relays both ways on this thread (`relay_both`); where the kernel cannot splice these
+/// sockets, copies client → host on a thread of `pool` and host → client on this one. When one
+/// side ends, the other is told (a half-close), so a request whose reply follows its end
+/// works.
+pub fn relay<S: Stream>(client: &S, host: TcpStream, pool: &Pool) -> io::Result<Counts> {
+    if let Some(carried) = relay_both(client, &host) {
+        return Ok(Counts {
+            up: carried.up,
+            down: carried.down,
+        });
+    }
+    let client = client.try_clone()?;
     let (mut client_in, mut host_out) = (client.try_clone()?, host.try_clone()?);
     let (sent, up) = mpsc::sync_channel(1);
     pool.run(move || {

@@ -25,7 +25,7 @@ mod rules;
 mod tests;
 
 pub use address::{AddressClass, OwnAddresses, classify};
-pub use copy::copy_stream;
+pub use copy::{Carried, copy_stream, relay_both};
 pub use host::{Host, HostError, parse_authority, parse_port};
 pub use interfaces::AddressWatch;
 pub use pattern::{HostPattern, PatternError};
