@@ -7,11 +7,11 @@
 #   1. a 100 MB download (curl, one request)
 #   2. 1 000 small requests in sequence, a new connection each (one curl, a list of URLs; the
 #      server closes every connection)
-# Inside, three ways through the relay (PID 1's listeners) and the egress proxy (the real one,
-# served as a launch serves it, every connection a chat event):
+# Inside, three ways through the egress proxy (the real one, served as a launch serves it,
+# every connection a chat event), which accepts on the listeners the sandbox's PID 1 handed it:
 #   proxy    plain HTTP to the proxy the HTTP_PROXY variables name
 #   connect  an HTTP CONNECT tunnel through it (how HTTPS goes)
-#   port     the named loopback port itself, which the relay tunnels to the proxy
+#   port     the named loopback port itself, decided as a CONNECT to it
 # Target (docs/performance.md): each <= 1.1x direct.
 #
 # Usage: scripts/bench-network.sh   (ROUNDS, RUNS, SMALL_RUNS, BIG_MB, SMALL change the sizes)

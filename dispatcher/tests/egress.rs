@@ -296,3 +296,180 @@ fn dropping_the_proxy_ends_its_open_connections_and_reports_them() {
         "still accepting"
     );
 }
+
+/// Hands `listeners` to the proxy at `dir` as a sandbox's PID 1 does; the connection they
+/// went over, to be held.
+#[cfg(target_os = "linux")]
+fn hand(
+    dir: &tempfile::TempDir,
+    listeners: &[(&TcpListener, sandboxer::network::handoff::Carry)],
+) -> Result<UnixStream, sandboxer::network::handoff::HandoffError> {
+    let s = connect_unix(dir);
+    sandboxer::network::handoff::hand_over(&s, listeners).map(|()| s)
+}
+
+/// Whether a connection to `addr` is refused within 10 s (the proxy closes a listener from
+/// its accepting thread).
+#[cfg(target_os = "linux")]
+fn refused_soon(addr: std::net::SocketAddr) -> bool {
+    (0..200).any(|_| {
+        let refused = TcpStream::connect(addr).is_err();
+        if !refused {
+            thread::sleep(Duration::from_millis(50));
+        }
+        refused
+    })
+}
+
+/// Listeners handed by a caller that is no sandbox: the proxy port's clients speak to the
+/// proxy, a loopback port's connection is the tunnel `CONNECT 127.0.0.1:PORT` would be; each
+/// is decided by the same rules and is an event. A port not named is refused (the client is
+/// closed, the server sees nothing); the control is the same server reached directly.
+#[cfg(target_os = "linux")]
+#[test]
+fn handed_listeners_are_served_by_the_same_rules() {
+    use sandboxer::network::handoff::Carry;
+    let server = Server::start();
+    let unnamed = Server::start();
+    let p = server.port;
+    let s = setup(NetworkMode::Public, &[], &[p]);
+    let (_handle, dir) = serve_unix(s.proxy);
+    let proxy_port = TcpListener::bind("127.0.0.1:0").unwrap();
+    let named = TcpListener::bind("127.0.0.1:0").unwrap();
+    let not_named = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addrs: Vec<_> = [&proxy_port, &named, &not_named]
+        .iter()
+        .map(|l| l.local_addr().unwrap())
+        .collect();
+    let _held = hand(
+        &dir,
+        &[
+            (&proxy_port, Carry::Proxy),
+            (&named, Carry::Loopback(p)),
+            (&not_named, Carry::Loopback(unnamed.port)),
+        ],
+    )
+    .unwrap();
+    drop((proxy_port, named, not_named)); // the proxy holds the only copies
+
+    let through_proxy = exchange(
+        TcpStream::connect(addrs[0]).unwrap(),
+        &format!("GET http://outside.test:{p}/a HTTP/1.1\r\n\r\n"),
+    );
+    assert!(through_proxy.ends_with("hello"), "{through_proxy}");
+    let e = next(&s.events);
+    assert_eq!(
+        (e.method.as_str(), e.host.as_str(), e.verdict),
+        ("GET", "outside.test", EgressVerdict::Allow)
+    );
+
+    let direct = exchange(
+        TcpStream::connect(addrs[1]).unwrap(),
+        "GET /b HTTP/1.1\r\n\r\n",
+    );
+    assert_eq!(direct.as_bytes(), REPLY);
+    let e = next(&s.events);
+    assert_eq!(
+        (
+            e.method.as_str(),
+            e.host.as_str(),
+            e.port,
+            e.verdict,
+            e.bytes_down
+        ),
+        (
+            "CONNECT",
+            "127.0.0.1",
+            Some(p),
+            EgressVerdict::Allow,
+            REPLY.len() as u64
+        )
+    );
+    assert_eq!(server.heads().len(), 2);
+
+    let refused = exchange(
+        TcpStream::connect(addrs[2]).unwrap(),
+        "GET /c HTTP/1.1\r\n\r\n",
+    );
+    assert_eq!(
+        refused, "",
+        "a refused loopback port's client is only closed"
+    );
+    let e = next(&s.events);
+    assert_eq!(
+        (e.port, e.verdict),
+        (Some(unnamed.port), EgressVerdict::Refuse)
+    );
+    assert!(unnamed.heads().is_empty());
+    // Control: that server answers when asked directly.
+    let control = exchange(
+        TcpStream::connect(("127.0.0.1", unnamed.port)).unwrap(),
+        "GET / HTTP/1.1\r\n\r\n",
+    );
+    assert_eq!(control.as_bytes(), REPLY);
+}
+
+/// A listener bound to an address other machines reach is refused, whoever hands it; the
+/// same on loopback is taken (the control). Handed listeners close when the connection they
+/// came over closes (the sandbox's PID 1 ended).
+#[cfg(target_os = "linux")]
+#[test]
+fn handed_listeners_are_on_loopback_and_live_as_long_as_their_sandbox() {
+    use sandboxer::network::handoff::{Carry, HandoffError};
+    let server = Server::start();
+    let p = server.port;
+    let s = setup(NetworkMode::Public, &[], &[p]);
+    let (_handle, dir) = serve_unix(s.proxy);
+    let everywhere = TcpListener::bind("0.0.0.0:0").unwrap();
+    let e = hand(&dir, &[(&everywhere, Carry::Proxy)]).unwrap_err();
+    assert!(
+        matches!(&e, HandoffError::Refused(why) if why.contains("not to loopback")),
+        "{e}"
+    );
+    let local = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = local.local_addr().unwrap();
+    let held = hand(&dir, &[(&local, Carry::Proxy)]).unwrap();
+    drop(local);
+    let answer = exchange(
+        TcpStream::connect(addr).unwrap(),
+        &format!("GET http://127.0.0.1:{p}/ HTTP/1.1\r\n\r\n"),
+    );
+    assert!(answer.ends_with("hello"), "{answer}");
+    assert_eq!(next(&s.events).verdict, EgressVerdict::Allow);
+    drop(held);
+    assert!(refused_soon(addr), "the handed listener still accepts");
+}
+
+/// Stopping the proxy ends the open connections of handed listeners (each reported) and
+/// closes the listeners.
+#[cfg(target_os = "linux")]
+#[test]
+fn stopping_the_proxy_ends_what_handed_listeners_carry() {
+    use sandboxer::network::handoff::Carry;
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let p = server.local_addr().unwrap().port();
+    let s = setup(NetworkMode::Public, &[], &[p]);
+    let (handle, dir) = serve_unix(s.proxy);
+    let port = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = port.local_addr().unwrap();
+    let _held = hand(&dir, &[(&port, Carry::Loopback(p))]).unwrap();
+    drop(port);
+    let mut tunnel = TcpStream::connect(addr).unwrap();
+    tunnel
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let (mut host, _) = server.accept().unwrap();
+    tunnel.write_all(b"ping").unwrap();
+    let mut ping = [0u8; 4];
+    host.read_exact(&mut ping).unwrap();
+    drop(handle);
+    let mut rest = Vec::new();
+    let _ = tunnel.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    let e = next(&s.events);
+    assert_eq!(
+        (e.verdict, e.bytes_up, e.port),
+        (EgressVerdict::Allow, 4, Some(p))
+    );
+    assert!(refused_soon(addr), "the handed listener still accepts");
+}

@@ -151,10 +151,15 @@ impl World {
 
     /// `script` run by bash inside the sandbox.
     fn inside(&self, r: &Runner, script: &str) -> Output {
+        self.inside_with(r, &self.policy, script)
+    }
+
+    /// `script` run by bash inside a sandbox of `policy`.
+    fn inside_with(&self, r: &Runner, policy: &std::path::Path, script: &str) -> Output {
         r.command_with_path(r.reachable(&sandboxer_bin()))
             .env("HOME", self.dir.join("home"))
             .args(["exec", "--policy"])
-            .arg(&self.policy)
+            .arg(policy)
             .args(["--", "/bin/bash", "-c", script])
             .current_dir(&self.dir)
             .output()
@@ -260,7 +265,7 @@ fn public_mode(r: &Runner) {
     assert!(out.status.success(), "{all}");
     assert!(reached(&all, "via_proxy", "outside"), "{all}");
     assert!(reached(&all, "via_connect", "outside"), "{all}");
-    // The named loopback port is reached directly too: the relay carries it to the proxy.
+    // The named loopback port is reached directly too: the proxy holds its listener.
     assert!(reached(&all, "loopback_port_direct", "outside"), "{all}");
     for (name, _) in &list[3..] {
         assert!(
@@ -342,7 +347,7 @@ fn none_mode(r: &Runner) {
             format!("curl -s -m 5 --noproxy '*' http://127.0.0.1:{pl}/"),
         ),
         (
-            "relay",
+            "proxy_port",
             "curl -s -m 5 --noproxy '*' http://127.0.0.1:3128/".to_string(),
         ),
     ]) + "echo IFACES=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,);";
@@ -359,4 +364,45 @@ fn none_mode(r: &Runner) {
     );
 }
 
-live_scenarios!(public_mode, allowlist_mode, none_mode);
+/// A socket that does not take the sandbox's listeners (a server that answers as a proxy
+/// without the handoff would, with 400): the launch fails, naming the network layer, and the
+/// command does not run. Control: the same command under the policy with the proxy runs.
+fn a_socket_that_takes_no_listeners_fails_the_launch(r: &Runner) {
+    let w = World::new(r, NetworkMode::Public);
+    let other = w.dir.join("other.sock");
+    let listener = UnixListener::bind(&other).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o777)).unwrap();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = std::io::Read::read(&mut stream, &mut [0u8; 4096]);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let policy = w.dir.join("other.toml");
+    let text_of = std::fs::read_to_string(&w.policy).unwrap();
+    let proxy_line = format!("proxy = \"{}\"", w.dir.join("egress.sock").display());
+    assert!(text_of.contains(&proxy_line), "{text_of}");
+    let other_line = format!("proxy = \"{}\"", other.display());
+    std::fs::write(&policy, text_of.replace(&proxy_line, &other_line)).unwrap();
+    if r.uid != 0 {
+        chown_r(&w.dir, (r.uid, r.gid));
+    }
+    let out = w.inside_with(r, &policy, "echo RAN");
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(!all.contains("RAN"), "{all}");
+    assert!(
+        all.contains("network") && all.contains("not a proxy that takes listeners"),
+        "{all}"
+    );
+    let control = w.inside(r, "echo RAN");
+    assert!(text(&control).contains("RAN"), "{}", text(&control));
+}
+
+live_scenarios!(
+    public_mode,
+    allowlist_mode,
+    none_mode,
+    a_socket_that_takes_no_listeners_fails_the_launch
+);

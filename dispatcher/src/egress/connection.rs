@@ -1,11 +1,11 @@
-//! One client connection: read the head, ask the rules, connect to a checked address, answer,
-//! relay, report.
+//! One client connection: read the head (or take the tunnel a loopback port stands for), ask
+//! the rules, connect to a checked address, answer, relay, report.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
 
-use sandboxer::network::{Egress, OwnAddresses};
+use sandboxer::network::{Egress, Host};
 
 use super::Shared;
 use super::event::{EgressEvent, EgressVerdict};
@@ -18,32 +18,69 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one address may take to accept the connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves one client to the end, and reports what became of it.
-pub fn serve<S: Stream>(mut client: S, id: u64, shared: &Shared) {
-    let event = handle(&mut client, id, shared);
+/// What a client asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// What its request head says: it speaks to the proxy.
+    Http,
+    /// The tunnel `CONNECT 127.0.0.1:PORT` would open: a client of a sandbox's loopback port,
+    /// which speaks to the host itself. It gets no answer from the proxy: refused, it is
+    /// closed.
+    Loopback(u16),
+}
+
+/// Serves one client to the end, and reports what became of it. `read` is what was read of
+/// the client already.
+pub fn serve<S: Stream>(mut client: S, id: u64, shared: &Shared, ask: Ask, read: Vec<u8>) {
+    let event = handle(&mut client, id, shared, ask, read);
     (shared.sink)(event);
 }
 
-fn handle<S: Stream>(client: &mut S, id: u64, shared: &Shared) -> EgressEvent {
-    let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
-    let head = match head::read(client) {
-        Ok(head) => head,
-        Err(e) => return refuse(client, 400, event("", "", None), &e.to_string()),
-    };
-    let mut report = event(&head.method, &quoted(&head.target), None);
-    let destination = match head.destination() {
-        Ok(d) => d,
-        Err(e) => return refuse(client, 400, report, &e.to_string()),
+/// Reports a client whose first bytes could not be read, and tells it.
+pub fn unread<S: Stream>(mut client: S, shared: &Shared, e: &std::io::Error) {
+    let why = format!("cannot read the request: {e}");
+    let event = refuse(&mut client, Some(400), event("", "", None), &why);
+    (shared.sink)(event);
+}
+
+fn handle<S: Stream>(
+    client: &mut S,
+    id: u64,
+    shared: &Shared,
+    ask: Ask,
+    read: Vec<u8>,
+) -> EgressEvent {
+    // A loopback port's client is told nothing: it does not speak to the proxy.
+    let status = |code: u16| (ask == Ask::Http).then_some(code);
+    let (head, destination, mut report) = match ask {
+        Ask::Http => {
+            let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
+            let head = match head::read_after(client, read) {
+                Ok(head) => head,
+                Err(e) => return refuse(client, status(400), event("", "", None), &e.to_string()),
+            };
+            let report = event(&head.method, &quoted(&head.target), None);
+            match head.destination() {
+                Ok(d) => (head, d, report),
+                Err(e) => return refuse(client, status(400), report, &e.to_string()),
+            }
+        }
+        Ask::Loopback(port) => {
+            let host = Host::Ip(std::net::Ipv4Addr::LOCALHOST.into());
+            let head = Head::tunnel(&host, port);
+            let report = event(&head.method, &quoted(&head.target), None);
+            (head, Destination::Tunnel { host, port }, report)
+        }
     };
     let (host, port) = destination.host_port();
     report.host = host.to_string();
     report.port = Some(port);
 
-    let own = match OwnAddresses::read() {
+    let own = match shared.own_addresses() {
         Ok(own) => own,
         Err(e) => {
             let why = format!("cannot read this machine's addresses: {e}");
-            return refuse(client, 403, report, &why);
+            return refuse(client, status(403), report, &why);
         }
     };
     let (to, allowed) = match shared
@@ -51,14 +88,18 @@ fn handle<S: Stream>(client: &mut S, id: u64, shared: &Shared) -> EgressEvent {
         .decide(host, port, &own, |name, port| (shared.resolve)(name, port))
     {
         Egress::Allow { to, reason } => (to, reason),
-        Egress::Refuse(refused) => return refuse(client, 403, report, &refused.to_string()),
+        Egress::Refuse(refused) => {
+            return refuse(client, status(403), report, &refused.to_string());
+        }
     };
     report.reason = allowed.to_string();
 
     let Some((upstream, address)) = connect(&to, port) else {
         report.verdict = EgressVerdict::Fail;
         let why = format!("no address of {} answered on port {port}", report.host);
-        let _ = answer(client, 502, &why);
+        if let Some(code) = status(502) {
+            let _ = answer(client, code, &why);
+        }
         report.reason = why;
         return report;
     };
@@ -72,7 +113,7 @@ fn handle<S: Stream>(client: &mut S, id: u64, shared: &Shared) -> EgressEvent {
         }
     }
     let _ = client.set_read_timeout(None);
-    match start(client, &head, &destination, &upstream) {
+    match start(client, &head, &destination, &upstream, ask) {
         Ok(up) => report.bytes_up += up,
         Err(e) => {
             report.verdict = EgressVerdict::Fail;
@@ -80,10 +121,7 @@ fn handle<S: Stream>(client: &mut S, id: u64, shared: &Shared) -> EgressEvent {
             return report;
         }
     }
-    let relayed = client
-        .try_clone()
-        .and_then(|c| relay(c, upstream))
-        .unwrap_or_default();
+    let relayed = relay(client, upstream, &shared.pool).unwrap_or_default();
     report.bytes_up += relayed.up;
     report.bytes_down += relayed.down;
     report
@@ -96,9 +134,11 @@ fn start<S: Stream>(
     head: &Head,
     destination: &Destination,
     mut upstream: &TcpStream,
+    ask: Ask,
 ) -> io::Result<u64> {
     let mut sent = 0;
     match destination {
+        Destination::Tunnel { .. } if ask != Ask::Http => {}
         Destination::Tunnel { .. } => {
             client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")?;
         }
@@ -140,13 +180,16 @@ fn quoted(target: &str) -> String {
     format!("{:?}", target.chars().take(200).collect::<String>())
 }
 
+/// Refuses: the client gets `status` (when it speaks to the proxy), the report the reason.
 fn refuse<S: Stream>(
     client: &mut S,
-    status: u16,
+    status: Option<u16>,
     mut report: EgressEvent,
     why: &str,
 ) -> EgressEvent {
-    let _ = answer(client, status, why);
+    if let Some(status) = status {
+        let _ = answer(client, status, why);
+    }
     report.verdict = EgressVerdict::Refuse;
     report.reason = why.into();
     report

@@ -64,16 +64,16 @@ impl Destination {
 }
 
 /// Reads a head from `stream`.
+#[cfg(test)]
 pub fn read(stream: &mut impl Read) -> Result<Head, HeadError> {
-    let mut buf = Vec::with_capacity(4096);
+    read_after(stream, Vec::new())
+}
+
+/// Reads a head from `stream`, of which `buf` was read already.
+pub fn read_after(stream: &mut impl Read, mut buf: Vec<u8>) -> Result<Head, HeadError> {
     let mut chunk = [0u8; 4096];
+    let mut searched_from = 0;
     let end = loop {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Err(HeadError::Closed);
-        }
-        let searched_from = buf.len().saturating_sub(3);
-        buf.extend_from_slice(&chunk[..n]);
         if let Some(i) = buf[searched_from..]
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
@@ -83,6 +83,12 @@ pub fn read(stream: &mut impl Read) -> Result<Head, HeadError> {
         if buf.len() > MAX_HEAD {
             return Err(HeadError::TooLong);
         }
+        searched_from = buf.len().saturating_sub(3);
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(HeadError::Closed);
+        }
+        buf.extend_from_slice(&chunk[..n]);
     };
     let rest = buf.split_off(end);
     parse(&buf, rest)
@@ -134,6 +140,17 @@ fn parse(head: &[u8], rest: Vec<u8>) -> Result<Head, HeadError> {
 }
 
 impl Head {
+    /// The head `CONNECT host:port` would have: what a loopback port's client asks.
+    pub fn tunnel(host: &Host, port: u16) -> Head {
+        Head {
+            method: "CONNECT".into(),
+            target: format!("{host}:{port}"),
+            version: "HTTP/1.1".into(),
+            headers: Vec::new(),
+            rest: Vec::new(),
+        }
+    }
+
     /// Where the request goes. A plain request's Host header, when present, must name the
     /// URI's host and port (one Host header at most): a host that routes by the header must
     /// not be told another name than the one checked.

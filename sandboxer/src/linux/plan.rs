@@ -309,8 +309,9 @@ pub struct Plan {
 
 /// The command's own network (docs/linux.md, "The network"): in the masks shape, a network
 /// namespace of its own holding only `lo`, so nothing of the machine or the outside is
-/// reachable, its loopback included; with a relay, listeners on that `lo` whose connections
-/// PID 1, outside that namespace, carries to the egress proxy's socket.
+/// reachable, its loopback included; with a relay, listeners on that `lo` that PID 1 binds and
+/// hands to the egress proxy over its socket, which accepts their connections itself (the
+/// name is older than the handoff: nothing is relayed in the sandbox).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkPlan {
     /// `none`, `public` or `allowlist`, for messages.
@@ -328,17 +329,17 @@ pub struct Relay {
     /// `HTTPS_PROXY` and the other variables name it.
     pub port: u16,
     /// Ports of the machine's loopback the policy names (`[network] loopback`): listened on at
-    /// the same port inside, each connection asked of the proxy with `CONNECT 127.0.0.1:PORT`,
+    /// the same port inside, each connection decided by the proxy as `CONNECT 127.0.0.1:PORT`,
     /// so a client that does not use the proxy for `localhost` reaches them too, through it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loopback: Vec<u16>,
 }
 
-/// The port of the sandbox's own loopback where its proxy relay listens.
+/// The port of the sandbox's own loopback where the proxy is reached.
 pub const RELAY_PORT: u16 = 3128;
 
 impl Relay {
-    /// The environment that points programs at the relay: every common spelling of the proxy
+    /// The environment that points programs at the proxy port: every common spelling of the proxy
     /// variables, and nothing exempt from them (`NO_PROXY` empty). A program that ignores
     /// them has no other way out: it fails, it does not leak.
     pub fn env(&self) -> Vec<(String, String)> {

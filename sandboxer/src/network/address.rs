@@ -65,7 +65,8 @@ impl OwnAddresses {
     }
 
     /// This machine's interface addresses now (`getifaddrs`). Interfaces come and go (a VPN,
-    /// a new DHCP lease): read them again for each decision rather than once.
+    /// a new DHCP lease): a decision takes them as they are then, by this or by an
+    /// [`AddressWatch`](super::AddressWatch), which reads them again only when they change.
     pub fn read() -> std::io::Result<OwnAddresses> {
         super::interfaces::addresses().map(OwnAddresses::new)
     }

@@ -1,10 +1,12 @@
-//! Carrying one direction of a connection: the relay inside a sandbox and the dispatcher's
-//! proxy both copy every byte of a download twice over (socket to socket), so the copy is
+//! Carrying one direction of a connection: the dispatcher's egress proxy copies every byte
+//! of a download from one socket to another, so the copy is
 //! `splice(2)` through a pipe where the kernel offers it (no copy to user memory, one system
-//! call per pipe-full each way), and a read/write loop where it does not.
+//! call per pipe-full each way), and a read/write loop where it does not. A thread keeps its
+//! pipe for its next copy when this one left it empty: the proxy's threads are reused from
+//! one connection to the next, and a small request need not make and size two pipes.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl, splice};
@@ -25,18 +27,34 @@ where
     R: Read + AsFd,
     W: Write + AsFd,
 {
-    match Pipe::new() {
+    match Pipe::kept() {
         Ok(pipe) => match pipe.carry(from, to) {
-            Spliced::All(n) => n,
+            Spliced::All(n) => {
+                pipe.keep();
+                n
+            }
+            // Bytes may be left in the pipe: it goes.
+            Spliced::Partly(n) => n,
             // Nothing moved yet and the kernel cannot splice these: copy by hand.
-            Spliced::Unsupported => read_write(from, to),
+            Spliced::Unsupported => {
+                pipe.keep();
+                read_write(from, to)
+            }
         },
         Err(_) => read_write(from, to),
     }
 }
 
+thread_local! {
+    /// This thread's pipes, empty, from its last copies (two: one each way).
+    static KEPT: std::cell::RefCell<Vec<Pipe>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 enum Spliced {
+    /// To the end of `from`; the pipe is empty.
     All(u64),
+    /// Until an error on either side; the pipe may hold bytes.
+    Partly(u64),
     Unsupported,
 }
 
@@ -52,6 +70,22 @@ impl Pipe {
         Ok(Pipe { read, write })
     }
 
+    /// One of this thread's kept pipes, or a new one.
+    fn kept() -> nix::Result<Pipe> {
+        KEPT.with(|k| k.borrow_mut().pop())
+            .map_or_else(Pipe::new, Ok)
+    }
+
+    /// Keeps this pipe, empty, for the thread's next copy.
+    fn keep(self) {
+        KEPT.with(|k| {
+            let mut kept = k.borrow_mut();
+            if kept.len() < 2 {
+                kept.push(self);
+            }
+        });
+    }
+
     fn carry(&self, from: &impl AsFd, to: &impl AsFd) -> Spliced {
         // Not SPLICE_F_MORE: on a TCP socket it holds a short write back for more (a cork),
         // and a request's head would wait for bytes that never come.
@@ -63,18 +97,180 @@ impl Pipe {
                 Ok(n) => n,
                 Err(Errno::EINTR) => continue,
                 Err(Errno::EINVAL) if total == 0 => return Spliced::Unsupported,
-                Err(_) => return Spliced::All(total),
+                Err(_) => return Spliced::Partly(total),
             };
             let mut left = n;
             while left > 0 {
                 match splice(&self.read, None, to, None, left, flags) {
-                    Ok(0) => return Spliced::All(total),
+                    Ok(0) => return Spliced::Partly(total),
                     Ok(m) => left -= m,
                     Err(Errno::EINTR) => {}
-                    Err(_) => return Spliced::All(total),
+                    Err(_) => return Spliced::Partly(total),
                 }
             }
             total += n as u64;
+        }
+    }
+}
+
+/// Bytes carried each way by [`relay_both`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// Client to host.
+    pub up: u64,
+    /// Host to client.
+    pub down: u64,
+}
+
+/// Carries a connection both ways on this one thread, by `splice(2)` on non-blocking sockets
+/// and `poll(2)`, until both directions are done: when the client ends its side the host is
+/// told (a half-close); when the host ends its side the client is told and the exchange ends
+/// (a client may keep its side open after the reply). `None` when the kernel cannot splice
+/// these sockets and nothing was carried: the caller copies otherwise. A thread per direction
+/// would cost a second thread's wake-up for every connection.
+pub fn relay_both(client: &impl AsFd, host: &impl AsFd) -> Option<Carried> {
+    let (c, h) = (client.as_fd(), host.as_fd());
+    let mut up = Way::new(c, h)?;
+    let mut down = Way::new(h, c)?;
+    let blocking = |nonblocking: bool| {
+        [c, h].iter().all(|&fd| {
+            let Ok(flags) = fcntl(fd, FcntlArg::F_GETFL) else {
+                return false;
+            };
+            let mut flags = OFlag::from_bits_retain(flags);
+            flags.set(OFlag::O_NONBLOCK, nonblocking);
+            fcntl(fd, FcntlArg::F_SETFL(flags)).is_ok()
+        })
+    };
+    if !blocking(true) {
+        blocking(false);
+        return None;
+    }
+    let mut client_read_shut = false;
+    loop {
+        // Both sockets splice or neither does: the first call on each tells, before any byte
+        // has moved.
+        if matches!(up.step(), Step::Unsupported) || matches!(down.step(), Step::Unsupported) {
+            blocking(false);
+            return None;
+        }
+        if down.done && !client_read_shut {
+            // The host is done: so is the exchange.
+            // SAFETY: shutdown(2) on a socket this function borrows.
+            unsafe { libc::shutdown(c.as_raw_fd(), libc::SHUT_RD) };
+            client_read_shut = true;
+            continue;
+        }
+        if up.done && down.done {
+            up.keep();
+            down.keep();
+            return Some(Carried {
+                up: up.carried,
+                down: down.carried,
+            });
+        }
+        let mut fds = [c, h].map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: 0,
+            revents: 0,
+        });
+        for (way, from, to) in [(&up, 0, 1), (&down, 1, 0)] {
+            if way.done {
+            } else if way.in_pipe > 0 {
+                fds[to].events |= libc::POLLOUT;
+            } else {
+                fds[from].events |= libc::POLLIN;
+            }
+        }
+        // SAFETY: `fds` is a live array of its length.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+    }
+}
+
+/// One direction of [`relay_both`].
+struct Way<'a> {
+    from: BorrowedFd<'a>,
+    to: BorrowedFd<'a>,
+    pipe: Option<Pipe>,
+    in_pipe: usize,
+    /// `from` has ended (or failed).
+    eof: bool,
+    /// `to` has been told, or cannot be written: nothing more goes this way.
+    done: bool,
+    /// The pipe may hold bytes that went nowhere: it is not kept.
+    spoiled: bool,
+    carried: u64,
+}
+
+enum Step {
+    /// Nothing more can move now.
+    Wait,
+    Done,
+    Unsupported,
+}
+
+impl<'a> Way<'a> {
+    fn new(from: BorrowedFd<'a>, to: BorrowedFd<'a>) -> Option<Way<'a>> {
+        let pipe = Pipe::kept().ok()?;
+        Some(Way {
+            from,
+            to,
+            pipe: Some(pipe),
+            in_pipe: 0,
+            eof: false,
+            done: false,
+            spoiled: false,
+            carried: 0,
+        })
+    }
+
+    fn step(&mut self) -> Step {
+        let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK;
+        let Some(pipe) = &self.pipe else {
+            return Step::Done;
+        };
+        while !self.done {
+            if self.in_pipe > 0 {
+                match splice(&pipe.read, None, self.to, None, self.in_pipe, flags) {
+                    Ok(n) if n > 0 => {
+                        self.in_pipe -= n;
+                        self.carried += n as u64;
+                    }
+                    Err(Errno::EAGAIN) => return Step::Wait,
+                    Err(Errno::EINTR) => {}
+                    // The other side is gone: nothing more goes this way.
+                    _ => {
+                        self.spoiled = true;
+                        self.eof = true;
+                        self.done = true;
+                    }
+                }
+            } else if self.eof {
+                // SAFETY: shutdown(2) on a socket the relay borrows.
+                unsafe { libc::shutdown(self.to.as_raw_fd(), libc::SHUT_WR) };
+                self.done = true;
+            } else {
+                match splice(self.from, None, &pipe.write, None, PIPE_SIZE, flags) {
+                    Ok(0) => self.eof = true,
+                    Ok(n) => self.in_pipe = n,
+                    Err(Errno::EAGAIN) => return Step::Wait,
+                    Err(Errno::EINTR) => {}
+                    Err(Errno::EINVAL) if self.carried == 0 => return Step::Unsupported,
+                    Err(_) => self.eof = true,
+                }
+            }
+        }
+        Step::Done
+    }
+
+    /// Gives the pipe back to the thread when it is empty.
+    fn keep(&mut self) {
+        if let Some(pipe) = self
+            .pipe
+            .take()
+            .filter(|_| !self.spoiled && self.in_pipe == 0)
+        {
+            pipe.keep();
         }
     }
 }
@@ -102,7 +298,7 @@ mod tests {
     use std::net::{Shutdown, TcpListener, TcpStream};
     use std::os::unix::net::UnixStream;
 
-    /// Socket to socket (TCP to Unix, the relay's and the proxy's case), every byte in order;
+    /// Socket to socket (TCP to Unix, as for a client of the proxy's Unix socket), every byte in order;
     /// and a file descriptor the kernel cannot splice from falls back to the loop.
     #[test]
     fn carries_every_byte_between_sockets() {
@@ -127,6 +323,48 @@ mod tests {
         writer.join().unwrap();
         assert_eq!(n, data.len() as u64);
         assert_eq!(reader.join().unwrap(), data);
+    }
+
+    /// Both ways on one thread: the client's whole request and its half-close reach the host,
+    /// which answers after it; every byte each way, counted; and the client's socket ends.
+    #[test]
+    fn relays_both_ways_on_one_thread() {
+        let request: Vec<u8> = (0..2_500_000u32).map(|i| (i % 241) as u8).collect();
+        let reply: Vec<u8> = (0..1_700_000u32).map(|i| (i % 239) as u8).collect();
+        let host_side = TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy_side = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (sent, answer) = (request.clone(), reply.clone());
+        let addr = proxy_side.local_addr().unwrap();
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&sent).unwrap();
+            s.shutdown(Shutdown::Write).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).unwrap();
+            got
+        });
+        let host_addr = host_side.local_addr().unwrap();
+        let host = std::thread::spawn(move || {
+            let (mut s, _) = host_side.accept().unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).unwrap();
+            s.write_all(&answer).unwrap();
+            got
+        });
+        let (from_client, _) = proxy_side.accept().unwrap();
+        let to_host = TcpStream::connect(host_addr).unwrap();
+        let carried = relay_both(&from_client, &to_host).unwrap();
+        drop(to_host);
+        assert_eq!(host.join().unwrap(), request);
+        drop(from_client);
+        assert_eq!(client.join().unwrap(), reply);
+        assert_eq!(
+            carried,
+            Carried {
+                up: request.len() as u64,
+                down: reply.len() as u64
+            }
+        );
     }
 
     /// The loop used where the kernel cannot splice: every byte, and the count.

@@ -273,8 +273,8 @@ impl Supervisor {
         let tails = self.resume_tails(&record, &h);
         let denials = crate::denials::watch_chat(&chat, record.confined, &events_log);
         // Its egress proxy again, from the journal's copy of the policy, at the same socket:
-        // the sandbox's relay looks the socket up at each connection (connections made while no
-        // server ran failed).
+        // the sandbox's PID 1 hands its listeners to the proxy served there anew (connections
+        // made while no server ran were closed).
         let egress = match crate::launch::serve_egress(&record.policy_text, &chat, &events_log) {
             Ok(e) => e,
             Err(e) => {

@@ -121,7 +121,7 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     if !plan.nested_user_namespaces {
         userns::forbid_nested()?;
     }
-    let relay = network::isolate(plan.network.as_ref())?;
+    let network = network::isolate(plan.network.as_ref())?;
     if let Some(env) = plan
         .network
         .as_ref()
@@ -129,8 +129,8 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
         .map(|r| r.env())
     {
         for (k, v) in env {
-            // SAFETY: PID 1 runs one thread until the command is started below (the broker and
-            // the relay start after it); the command inherits this environment.
+            // SAFETY: PID 1 runs one thread until the command is started below (the broker starts
+            // after it); the command inherits this environment.
             unsafe { std::env::set_var(k, v) };
         }
     }
@@ -153,8 +153,8 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
         // The broker lives as long as PID 1, which is as long as the sandbox.
         broker::spawn(link.into_broker_end(), b.allowed.clone().into(), None)?;
     }
-    if let Some(relay) = relay {
-        relay.serve()?;
+    if let Some(network) = network {
+        network.watch()?;
     }
     let hop = Hop {
         caller: false,

@@ -3,60 +3,55 @@
 //!
 //! The new namespace holds only `lo`, which PID 1 brings up: nothing of the machine (its
 //! loopback services, the dispatcher's port, abstract Unix sockets bound outside) and nothing
-//! outside is reachable from it. With a relay, PID 1 also listens on the sandbox's loopback —
+//! outside is reachable from it. With a proxy, PID 1 also listens on the sandbox's loopback —
 //! the proxy port the `HTTPS_PROXY` family of variables names, and each port the policy names
-//! on the machine's loopback — and carries each connection to the egress proxy's Unix socket:
-//! a pathname Unix socket is reached through the file system, whatever the network namespace.
-//! The proxy decides; the relay only carries. A loopback port's connection is opened with
-//! `CONNECT 127.0.0.1:PORT` first, so it is decided and recorded like any other.
+//! on the machine's loopback — and hands those listening sockets to the egress proxy over its
+//! Unix socket (`crate::network::handoff`): a pathname Unix socket is reached through the
+//! file system, whatever the network namespace, and a socket keeps the namespace it was made
+//! in, whoever holds it. The proxy accepts the sandbox's connections on them itself and
+//! decides each; a loopback port's connection is decided and recorded as
+//! `CONNECT 127.0.0.1:PORT` would be. Nothing is relayed in PID 1.
 //!
-//! The listeners are PID 1's, bound before the command exists: the command can neither bind
-//! those ports itself nor reach PID 1's descriptors (PID 1 is outside its Landlock domain and
-//! not dumpable).
+//! The listeners are bound, and handed, before the command exists: the command can neither
+//! bind those ports itself nor reach the listening sockets (PID 1 keeps no copy; the proxy is
+//! outside the sandbox). If the handoff fails the launch fails: no command runs with ports
+//! that nothing answers, or that something else could take.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use nix::errno::Errno;
 use nix::sched::{CloneFlags, unshare};
 
 use super::error::{EnforceError, Layer};
 use crate::linux::plan::NetworkPlan;
-use crate::network::copy_stream;
+use crate::network::handoff::{self, Carry};
 
-/// What a listener carries its connections to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Carry {
-    /// The proxy port: the bytes as they come (the client speaks to the proxy).
-    AsIs,
-    /// A named port of the machine's loopback: asked of the proxy with `CONNECT` first.
-    Loopback(u16),
+/// The sandbox's side of the handoff, held by PID 1 for as long as the sandbox lives: when
+/// PID 1 ends, the proxy sees the connection close and closes the sandbox's listeners.
+pub(super) struct Handoff {
+    handed: Option<Handed>,
 }
 
-/// The relay's listeners, bound in the sandbox's network, ready to serve.
-pub(super) struct Listeners {
-    /// The proxy's socket, reached through its folder opened before the command runs
-    /// ([`open_socket`]).
-    proxy: Arc<Proxy>,
+/// Listeners handed, PID 1's copies of them, and the connection they went over.
+struct Handed {
+    connection: UnixStream,
     listeners: Vec<(TcpListener, Carry)>,
-}
-
-/// The path PID 1 connects to, and the folder descriptor it goes through: held as long as any
-/// relay thread may connect (closed, `/proc/self/fd/N` would name nothing, or another file).
-struct Proxy {
-    path: PathBuf,
-    _folder: Option<OwnedFd>,
+    /// The proxy's socket, reached through its folder opened before the command runs
+    /// ([`open_socket`]): held so that the path names the same folder when the listeners are
+    /// handed again.
+    via: PathBuf,
+    _folder: OwnedFd,
 }
 
 /// In PID 1, with its capabilities in the sandbox's user namespace: a network namespace of
-/// its own with `lo` up, and the relay's listeners. `None` when the plan keeps the machine's
-/// network.
-pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Listeners>, EnforceError> {
+/// its own with `lo` up, and the proxy's listeners bound in it and handed to the proxy.
+/// `None` when the plan keeps the machine's network.
+pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Handoff>, EnforceError> {
     let Some(net) = plan else { return Ok(None) };
     unshare(CloneFlags::CLONE_NEWNET).map_err(|e| {
         EnforceError::os(
@@ -67,37 +62,132 @@ pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Listeners>, E
     })?;
     loopback_up()?;
     let Some(relay) = &net.relay else {
-        return Ok(Some(Listeners {
-            proxy: Arc::new(Proxy {
-                path: PathBuf::new(),
-                _folder: None,
-            }),
-            listeners: Vec::new(),
-        }));
+        return Ok(Some(Handoff { handed: None }));
     };
-    let (fd, via) = open_socket(&relay.proxy)?;
+    let (folder, via) = open_socket(&relay.proxy)?;
     let mut listeners = Vec::new();
-    for (port, carry) in std::iter::once((relay.port, Carry::AsIs))
+    for (port, carry) in std::iter::once((relay.port, Carry::Proxy))
         .chain(relay.loopback.iter().map(|&p| (p, Carry::Loopback(p))))
     {
         for l in bind(port)? {
             listeners.push((l, carry));
         }
     }
-    Ok(Some(Listeners {
-        proxy: Arc::new(Proxy {
-            path: via,
-            _folder: Some(fd),
+    let connection = hand_over(&via, &listeners).map_err(|e| {
+        EnforceError::new(
+            Layer::Network,
+            format!(
+                "handing the sandbox's listeners to the egress proxy {:?}: {e}",
+                relay.proxy
+            ),
+        )
+    })?;
+    Ok(Some(Handoff {
+        handed: Some(Handed {
+            connection,
+            listeners,
+            via,
+            _folder: folder,
         }),
-        listeners,
     }))
 }
 
+/// Connects to the proxy and hands it `listeners`; the connection, to be held.
+fn hand_over(via: &Path, listeners: &[(TcpListener, Carry)]) -> Result<UnixStream, String> {
+    let connection =
+        UnixStream::connect(via).map_err(|e| format!("connecting to its socket: {e}"))?;
+    let handed: Vec<(&TcpListener, Carry)> = listeners.iter().map(|(l, c)| (l, *c)).collect();
+    handoff::hand_over(&connection, &handed).map_err(|e| e.to_string())?;
+    Ok(connection)
+}
+
+impl Handoff {
+    /// After the command has started: one thread of PID 1 that waits for the proxy to go
+    /// (a dispatcher that stopped or crashed) and hands the listeners again to the proxy
+    /// served anew at the same path (a restarted dispatcher). Meanwhile it accepts and closes
+    /// every connection, as a relay with no proxy behind it did: nothing goes anywhere.
+    pub(super) fn watch(self) -> Result<(), EnforceError> {
+        let Some(handed) = self.handed else {
+            return Ok(());
+        };
+        std::thread::Builder::new()
+            .name("network-handoff".into())
+            .spawn(move || handed.keep_handed())
+            .map(drop)
+            .map_err(|e| {
+                EnforceError::new(Layer::Network, format!("watching the egress proxy: {e}"))
+            })
+    }
+}
+
+impl Handed {
+    fn keep_handed(mut self) {
+        loop {
+            self.wait_for_close();
+            self.connection = loop {
+                self.refuse_for(std::time::Duration::from_secs(1));
+                // No proxy there yet, or one that refuses: tried again in a second.
+                if let Ok(c) = hand_over(&self.via, &self.listeners) {
+                    break c;
+                }
+            };
+        }
+    }
+
+    /// Returns when the proxy closes the connection. It never writes after its `ok`; a
+    /// signal for PID 1 that lands on this thread interrupts the read and is not the end.
+    fn wait_for_close(&mut self) {
+        let mut buf = [0u8; 64];
+        loop {
+            match io::Read::read(&mut self.connection, &mut buf) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// For `period`: accepts every connection on the listeners and closes it at once.
+    fn refuse_for(&self, period: std::time::Duration) {
+        let end = std::time::Instant::now() + period;
+        let mut fds: Vec<libc::pollfd> = self
+            .listeners
+            .iter()
+            .map(|(l, _)| libc::pollfd {
+                fd: l.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+            // SAFETY: `fds` is a live array of its length.
+            let n = unsafe {
+                libc::poll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    left.as_millis() as i32,
+                )
+            };
+            if n <= 0 {
+                continue;
+            }
+            for (p, (l, _)) in fds.iter_mut().zip(&self.listeners) {
+                // Ready, and no one else accepts now: this does not wait (and the socket's
+                // flags, shared with the proxy's copy, are left alone).
+                if p.revents != 0 {
+                    drop(l.accept());
+                }
+                p.revents = 0;
+            }
+        }
+    }
+}
+
 /// The folder of the proxy's socket, opened (`O_PATH`), and the path through it that PID 1
-/// connects to: `/proc/self/fd/N/NAME`. The folder is the one checked now, whatever is renamed
-/// later; the socket is looked up at each connection, so a proxy served anew at that name (a
-/// restarted dispatcher) is reached again; and the path stays short, however long the real
-/// one (a socket address holds 108 bytes). The socket must be there now.
+/// connects to: `/proc/self/fd/N/NAME`. The folder is the one checked, and the path stays
+/// short, however long the real one (a socket address holds 108 bytes). The socket must be
+/// there now.
 fn open_socket(path: &Path) -> Result<(OwnedFd, PathBuf), EnforceError> {
     let fail = |what: String| EnforceError::new(Layer::Network, what);
     let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
@@ -189,109 +279,9 @@ fn loopback_up() -> Result<(), EnforceError> {
     result.map_err(fail)
 }
 
-impl Listeners {
-    /// Serves every listener on threads of PID 1 for as long as it lives.
-    pub(super) fn serve(self) -> Result<(), EnforceError> {
-        for (listener, carry) in self.listeners {
-            let proxy = Arc::clone(&self.proxy);
-            std::thread::Builder::new()
-                .name("network-relay".into())
-                .spawn(move || accept(listener, carry, proxy))
-                .map_err(|e| {
-                    EnforceError::new(Layer::Network, format!("starting the relay: {e}"))
-                })?;
-        }
-        Ok(())
-    }
-}
-
-fn accept(listener: TcpListener, carry: Carry, proxy: Arc<Proxy>) {
-    for client in listener.incoming() {
-        let Ok(client) = client else { continue };
-        let proxy = Arc::clone(&proxy);
-        // A connection that cannot get a thread is dropped: the client sees it closed.
-        let _ = std::thread::Builder::new()
-            .name("network-relay-conn".into())
-            .spawn(move || {
-                let _ = carry_one(client, carry, &proxy.path);
-            });
-    }
-}
-
-/// Carries one connection to the proxy and back, until both sides are done.
-fn carry_one(client: TcpStream, carry: Carry, proxy: &Path) -> io::Result<()> {
-    let mut upstream = UnixStream::connect(proxy)?;
-    let mut early = Vec::new();
-    if let Carry::Loopback(port) = carry {
-        write!(
-            upstream,
-            "CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
-        )?;
-        early = tunnel_established(&mut upstream)?;
-    }
-    let mut to_client = client.try_clone()?;
-    to_client.write_all(&early)?;
-    let mut from_client = client;
-    let mut to_proxy = upstream.try_clone()?;
-    let mut from_proxy = upstream;
-    let up = std::thread::Builder::new()
-        .name("network-relay-up".into())
-        .spawn(move || {
-            copy_stream(&mut from_client, &mut to_proxy);
-            let _ = to_proxy.shutdown(Shutdown::Write);
-        })?;
-    copy_stream(&mut from_proxy, &mut to_client);
-    let _ = to_client.shutdown(Shutdown::Write);
-    let _ = up.join();
-    Ok(())
-}
-
-/// Reads the proxy's answer to a `CONNECT`: its head must say 200. Returns what came after
-/// the head (the start of the tunnel's bytes).
-fn tunnel_established(upstream: &mut UnixStream) -> io::Result<Vec<u8>> {
-    let mut reader = BufReader::new(upstream);
-    let mut status = String::new();
-    reader.by_ref().take(1024).read_line(&mut status)?;
-    let ok = status
-        .split_whitespace()
-        .nth(1)
-        .is_some_and(|code| code == "200");
-    loop {
-        let mut line = String::new();
-        if reader.by_ref().take(8192).read_line(&mut line)? == 0 {
-            return Err(io::Error::other("the proxy closed before the tunnel"));
-        }
-        if line == "\r\n" || line == "\n" {
-            break;
-        }
-    }
-    if !ok {
-        return Err(io::Error::other(format!(
-            "the proxy refused: {}",
-            status.trim_end()
-        )));
-    }
-    Ok(reader.buffer().to_vec())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::linux::plan::Relay;
-
-    #[test]
-    fn a_tunnel_head_must_say_200_and_keeps_what_follows() {
-        let (mut a, mut b) = UnixStream::pair().unwrap();
-        a.write_all(b"HTTP/1.1 200 Connection established\r\nX: y\r\n\r\nEARLY")
-            .unwrap();
-        drop(a);
-        assert_eq!(tunnel_established(&mut b).unwrap(), b"EARLY");
-        let (mut a, mut b) = UnixStream::pair().unwrap();
-        a.write_all(b"HTTP/1.1 403 Forbidden\r\n\r\n").unwrap();
-        drop(a);
-        let e = tunnel_established(&mut b).unwrap_err();
-        assert!(e.to_string().contains("403"), "{e}");
-    }
 
     #[test]
     fn the_relay_env_names_the_port_and_exempts_nothing() {
