@@ -298,17 +298,7 @@ mod tests {
         let datagram = UnixDatagram::unbound().unwrap();
         for fd in [connected.as_fd(), datagram.as_fd()] {
             let (pid1, proxy) = UnixStream::pair().unwrap();
-            let raw = [fd.as_raw_fd()];
-            let cmsg = [ControlMessage::ScmRights(&raw)];
-            let text = [MAGIC, b"proxy\nend\n"].concat();
-            sendmsg::<()>(
-                pid1.as_raw_fd(),
-                &[io::IoSlice::new(&text)],
-                &cmsg,
-                MsgFlags::empty(),
-                None,
-            )
-            .unwrap();
+            send_raw(&pid1, fd.as_raw_fd(), b"proxy\nend\n");
             assert!(matches!(received(&proxy), Err(HandoffError::NotAListener)));
             assert!(read_line(&mut &pid1).unwrap().starts_with("refused "));
         }
@@ -317,6 +307,22 @@ mod tests {
         let sender = std::thread::spawn(move || hand_over(&pid1, &[(&l, Carry::Proxy)]));
         assert_eq!(received(&proxy).unwrap().len(), 1);
         sender.join().unwrap().unwrap();
+    }
+
+    /// Sends a handoff of one descriptor, `fd`, with `body` after the magic byte: what a
+    /// caller that builds the message itself sends.
+    fn send_raw(pid1: &UnixStream, fd: std::os::fd::RawFd, body: &[u8]) {
+        let raw = [fd];
+        let cmsg = [ControlMessage::ScmRights(&raw)];
+        let text = [MAGIC, body].concat();
+        sendmsg::<()>(
+            pid1.as_raw_fd(),
+            &[io::IoSlice::new(&text)],
+            &cmsg,
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
     }
 
     /// A line count that does not match the descriptors, or a port that is not one, is refused.
@@ -330,17 +336,7 @@ mod tests {
             b"web\nend\n",
         ] {
             let (pid1, proxy) = UnixStream::pair().unwrap();
-            let raw = [l.as_raw_fd()];
-            let cmsg = [ControlMessage::ScmRights(&raw)];
-            let text = [MAGIC, body].concat();
-            sendmsg::<()>(
-                pid1.as_raw_fd(),
-                &[io::IoSlice::new(&text)],
-                &cmsg,
-                MsgFlags::empty(),
-                None,
-            )
-            .unwrap();
+            send_raw(&pid1, l.as_raw_fd(), body);
             assert!(
                 matches!(received(&proxy), Err(HandoffError::Malformed(_))),
                 "{body:?}"
