@@ -5,7 +5,7 @@
 #      namespace, read-only /sys)  vs  bare /bin/true
 #      (and the enforcer alone on the same plan, through the tests' exec-plan helper)
 #   1b. the same masks with a network of the sandbox's own: `public` (a network namespace with
-#      only lo, and the relay's listeners for the egress proxy) and `none` (the namespace
+#      only lo, its listeners handed to the egress proxy) and `none` (the namespace
 #      alone)  vs  bwrap doing the same masks with --unshare-net
 #   2. landlock-only running /bin/true vs  bare /bin/true
 #      (and the floor for any wrapper here: `sandboxer --version` alone, and, when a C compiler
@@ -35,7 +35,8 @@ for tool in hyperfine bwrap rg python3 cargo; do
   command -v "$tool" >/dev/null || { echo "bench-exec: $tool is missing (scripts/setup-test-env.sh)" >&2; exit 2; }
 done
 
-cargo build --release --quiet -p sandboxer --bin sandboxer --example exec-plan
+cargo build --release --quiet -p sandboxer --bin sandboxer --example exec-plan \
+  -p dispatcher --bin dispatcher --example egress_proxy
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 SBX="$target_dir/release/sandboxer"
 # The test helper that runs a ready plan: the enforcer's share of `sandboxer exec`, without
@@ -44,7 +45,13 @@ EXEC_PLAN="$target_dir/release/examples/exec-plan"
 TRUE=$(type -P true)
 
 WORK=$(mktemp -d /tmp/sbx-bench.XXXXXX)
-trap '[[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
+proxy_pid=
+cleanup() {
+  exec 3>&- 2>/dev/null || true
+  [[ -n $proxy_pid ]] && wait "$proxy_pid" 2>/dev/null
+  [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
+}
+trap cleanup EXIT
 export HOME="$WORK/home"
 STATE="$HOME/.local/share/agentworks"
 RUNTIME="$STATE/state/cli-runtimes/v1/chat-1"
@@ -85,11 +92,20 @@ guard = false
 ways_out = false
 EOF
 
-# The same policy with a network: `public` relays to an egress proxy's socket, which only has
-# to exist for a launch that connects nowhere (a socket file bound and left); `none` has none.
-python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$WORK/egress.sock"
+# The same policy with a network: `public` hands its listeners to the egress proxy, served
+# for a chat of a state root of its own as a launch serves it (`--example egress_proxy`);
+# `none` has none.
 { cat "$WORK/policy.toml"; printf '[network]\nmode = "public"\nproxy = "%s"\n' "$WORK/egress.sock"; } \
   >"$WORK/public.toml"
+"$target_dir/release/dispatcher" init --state-root "$WORK/sr" >/dev/null
+"$target_dir/release/dispatcher" --state-root "$WORK/sr" chat add bench >/dev/null
+mkfifo "$WORK/proxy.in"
+"$target_dir/release/examples/egress_proxy" --state-root "$WORK/sr" --chat bench \
+  --policy "$WORK/public.toml" <"$WORK/proxy.in" >"$WORK/proxy.out" 2>&1 &
+proxy_pid=$!
+exec 3>"$WORK/proxy.in"
+for _ in $(seq 100); do grep -q ready "$WORK/proxy.out" 2>/dev/null && break; sleep 0.05; done
+grep -q ready "$WORK/proxy.out" || { echo "bench-exec: the egress proxy did not start:" >&2; cat "$WORK/proxy.out" >&2; exit 1; }
 { cat "$WORK/policy.toml"; printf '[network]\nmode = "none"\n'; } >"$WORK/none.toml"
 
 # 20 000 files of ~2 KiB in 200 folders, one in fifty holding the needle.
@@ -217,7 +233,7 @@ rows.append(("masks: enforcer alone (same plan)", enforcer, true, ("vs bwrap", e
 true1, bwrap_net, public, none = medians("network")
 rows.append(("network: /bin/true bare", true1, None, None))
 rows.append(("network: bwrap --unshare-net (same masks)", bwrap_net, true1, None))
-rows.append(("network: sandboxer exec, public (relay)", public, true1, ("vs bwrap", public / bwrap_net, 1.0)))
+rows.append(("network: sandboxer exec, public (handoff)", public, true1, ("vs bwrap", public / bwrap_net, 1.0)))
 rows.append(("network: sandboxer exec, none", none, true1, ("vs bwrap", none / bwrap_net, 1.0)))
 true2, ll, version, *floor = medians("landlock")
 rows.append(("landlock-only: /bin/true bare", true2, None, None))
