@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::error::PlanError;
 use super::fs::{EntryKind, FsView};
 use super::gaps::{Unchecked, metadata_exposure};
-use super::model::{Masked, MountsIndex, governing, guarding, mask_verdict, pinned};
+use super::model::{Masked, MountsIndex, governing, mask_verdict};
 use super::points::{Children, closes, policy_points};
 use super::rights::{Ops, Rights};
 use crate::autorun::Missing;
@@ -554,17 +554,19 @@ impl<'a> Planner<'a> {
         let mut pins: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
         // Held paths share most of their folders (the home, ~/.config): each is decided once.
         let mut seen: HashSet<&Path> = HashSet::new();
+        let index = MountsIndex::new(&self.mounts);
         for of in &held {
             for a in of.ancestors().skip(1) {
                 if a == Path::new("/") || !seen.insert(a) {
                     continue;
                 }
                 // Under a guard, a folder is read-only already: it cannot be moved.
-                let masked = match governing(&self.mounts, a) {
+                let at = Masked::indexed(&self.mounts, &index, a);
+                let masked = match at.governing {
                     Some((_, MountStep::BindBack { path, .. })) => path == a,
                     Some(_) => true,
                     None => false,
-                } || guarding(&self.mounts, a).is_some_and(|(_, g)| g.path() != a);
+                } || at.guard.is_some_and(|(_, g)| g.path() != a);
                 if masked {
                     continue;
                 }
@@ -642,15 +644,9 @@ impl<'a> Planner<'a> {
         }
         let mask = match self.shape {
             Shape::Masks => Masked::indexed(&self.mounts, &self.steps, q),
-            Shape::LandlockOnly => Masked {
-                governing: None,
-                guard: None,
-            },
+            Shape::LandlockOnly => Masked::none(),
         };
-        let pin = match self.shape {
-            Shape::Masks => pinned(&self.mounts, q),
-            Shape::LandlockOnly => None,
-        };
+        let pin = mask.pin;
         let at = self.lookup.at(q);
         let mut out = Ops::NONE;
         for op in Op::ALL {
