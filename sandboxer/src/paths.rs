@@ -82,6 +82,23 @@ pub(crate) fn is_clean(path: &Path) -> bool {
     is_absolute(b) && plain(b)
 }
 
+/// The ancestors of a clean path ([`is_clean`]), itself first and `/` last, as
+/// [`Path::ancestors`] has them: for such a path they are its bytes up to each slash (and `/`
+/// for the first), found without walking its components.
+pub(crate) fn clean_ancestors(path: &Path) -> impl Iterator<Item = &[u8]> {
+    debug_assert!(is_clean(path), "{path:?} is not clean");
+    let b = bytes(path);
+    let mut end = Some(b.len());
+    std::iter::from_fn(move || {
+        let e = end.take()?;
+        if e <= 1 {
+            return Some(&b[..1]);
+        }
+        end = b[..e].iter().rposition(|&c| c == b'/');
+        Some(&b[..e])
+    })
+}
+
 // The helpers below work on the bytes of a path (Unix: a path is its bytes), so that the
 // common case, paths already normal, costs a few byte comparisons instead of walking
 // `Path::components` for every rule on every query. Anything else falls back to the standard
@@ -303,6 +320,11 @@ mod tests {
                 out
             });
             assert_eq!(normalize(p), reference, "normalize {p:?}");
+            if is_clean(p) {
+                let by_bytes: Vec<&[u8]> = clean_ancestors(p).collect();
+                let by_components: Vec<&[u8]> = p.ancestors().map(bytes).collect();
+                assert_eq!(by_bytes, by_components, "clean_ancestors {p:?}");
+            }
         }
         // Pairs: every path of up to five bytes against every other.
         let short: Vec<&PathBuf> = paths.iter().filter(|p| p.as_os_str().len() <= 5).collect();

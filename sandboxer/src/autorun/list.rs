@@ -155,6 +155,7 @@ pub fn parse(target: Target, text: &str, file: &str, env: &Env) -> Result<List, 
         ));
     }
     let mut entries: Vec<Entry> = Vec::new();
+    let mut seen: std::collections::HashSet<std::ffi::OsString> = Default::default();
     for (i, e) in raw.guard.iter().enumerate() {
         let field = |f: &str| format!("guard[{i}].{f}");
         if let Some(on) = &e.on {
@@ -205,7 +206,8 @@ pub fn parse(target: Target, text: &str, file: &str, env: &Env) -> Result<List, 
             continue;
         };
         let path = checked_path(Path::new(&expanded)).map_err(|m| err(at, &field("path"), m))?;
-        if entries.iter().any(|x| x.path == path) {
+        // Normal paths: the same path is the same bytes.
+        if !seen.insert(path.as_os_str().to_owned()) {
             continue;
         }
         let (line, _) = lines.line_col(at);

@@ -2,6 +2,7 @@
 //! services through which the OS would run code outside the sandbox.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -62,10 +63,18 @@ impl LauncherSet {
         })
     }
 
-    /// The embedded list for `target`.
+    /// The embedded list for `target`: parsed once per process (the dispatcher resolves
+    /// policies many times), both targets in one go.
     pub fn embedded(target: Target) -> LauncherSet {
-        LauncherSet::from_toml(LAUNCHERS_TOML, target)
-            .expect("profiles/launchers.toml is valid (checked by a unit test)")
+        static FILE: OnceLock<LauncherFile> = OnceLock::new();
+        let file = FILE.get_or_init(|| {
+            toml::from_str(LAUNCHERS_TOML)
+                .expect("profiles/launchers.toml is valid (checked by a unit test)")
+        });
+        match target {
+            Target::Macos => file.macos.clone(),
+            Target::Linux => file.linux.clone(),
+        }
     }
 }
 

@@ -378,9 +378,11 @@ impl Cx<'_> {
             deny_mach_services.push(name.clone());
         }
 
-        let refused_on_purpose = &crate::seatbelt::mach::embedded().refused;
         let mut allow_mach_services = Vec::new();
         for (i, s) in raw.macos.allow_mach_services.iter().enumerate() {
+            // Read only for a policy that names one: parsing the list costs every launch
+            // otherwise, Linux's included.
+            let refused_on_purpose = &crate::seatbelt::mach::embedded().refused;
             let name = s.get_ref();
             if !refused_on_purpose.iter().any(|r| r.name == *name) {
                 let names: Vec<&str> = refused_on_purpose.iter().map(|r| r.name.as_str()).collect();

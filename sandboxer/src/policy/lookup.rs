@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::guard::GuardHit;
 use super::{At, Guarded, Policy};
-use crate::paths::normalize;
+use crate::paths::{clean_ancestors, normalize};
 
 /// An index of one policy's guarded paths and rule roots' ancestors; [`Lookup::at`] answers
 /// as [`Policy::at`].
@@ -64,9 +64,9 @@ impl<'p> Lookup<'p> {
         let Some(q) = normalize(path) else {
             return self.policy.at(path);
         };
-        let guarded = q
-            .ancestors()
-            .find_map(|a| index.guarded.get(a.as_os_str().as_encoded_bytes()))
+        // Normal, so clean: its ancestors are prefixes of its bytes.
+        let guarded = clean_ancestors(&q)
+            .find_map(|a| index.guarded.get(a))
             .map(|g| GuardHit::Entry(g));
         let ancestor = index
             .ancestors

@@ -2,14 +2,15 @@
 //! the Landlock rights that every path beneath it may have.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::error::PlanError;
 use super::fs::{EntryKind, FsView};
 use super::gaps::{Unchecked, metadata_exposure};
-use super::model::{Masked, MountsIndex, governing, guarding, mask_verdict, pinned};
+use super::model::{Masked, MountsIndex, governing, mask_verdict};
 use super::points::{Children, closes, policy_points};
 use super::rights::{Ops, Rights};
 use crate::autorun::Missing;
@@ -19,7 +20,7 @@ use crate::linux::plan::{
     Absent, LandlockPlan, LandlockRule, MountStep, NetworkPlan, Plan, RELAY_PORT, Relay, STAGING,
     Shape, SocketBroker,
 };
-use crate::paths::{same, strictly_within, within};
+use crate::paths::{clean_ancestors, is_clean, same, strictly_within, within};
 use crate::policy::{Access, Base, Op, Policy, Reason};
 
 /// The origin file name the loader gives ways-out entries (`load.rs`).
@@ -401,13 +402,15 @@ impl<'a> Planner<'a> {
     /// symlink is guarded as itself (the file it names is a guarded path of its own).
     fn plan_guards(&mut self) -> Result<(), PlanError> {
         let mut guards: Vec<&crate::policy::Guarded> = self.policy.guarded.iter().collect();
-        guards.sort_by_key(|g| (g.path.components().count(), g.path.clone()));
-        let mut done: Vec<PathBuf> = Vec::new();
+        // The key once per guard: a home's hundreds of guards made cloning paths for every
+        // comparison the planner's largest cost.
+        guards.sort_by_cached_key(|g| (g.path.components().count(), g.path.clone()));
+        let mut done = Held::default();
         // The steps before the guards: only these can hide a guarded path.
         let before = self.mounts.len();
         for g in guards {
             let path = &g.path;
-            if done.iter().any(|d| within(path, d)) {
+            if done.holds(path) {
                 continue;
             }
             if let Some((_, MountStep::Cover { .. } | MountStep::Refuse { .. })) =
@@ -455,7 +458,7 @@ impl<'a> Planner<'a> {
             match step {
                 Some(step) => {
                     self.mounts.push(step);
-                    done.push(path.clone());
+                    done.add(path);
                 }
                 // Left to no layer (see `autorun-unmasked`): Landlock could refuse it only by
                 // narrowing the folders above it.
@@ -554,17 +557,19 @@ impl<'a> Planner<'a> {
         let mut pins: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
         // Held paths share most of their folders (the home, ~/.config): each is decided once.
         let mut seen: HashSet<&Path> = HashSet::new();
+        let index = MountsIndex::new(&self.mounts);
         for of in &held {
             for a in of.ancestors().skip(1) {
                 if a == Path::new("/") || !seen.insert(a) {
                     continue;
                 }
                 // Under a guard, a folder is read-only already: it cannot be moved.
-                let masked = match governing(&self.mounts, a) {
+                let at = Masked::indexed(&self.mounts, &index, a);
+                let masked = match at.governing {
                     Some((_, MountStep::BindBack { path, .. })) => path == a,
                     Some(_) => true,
                     None => false,
-                } || guarding(&self.mounts, a).is_some_and(|(_, g)| g.path() != a);
+                } || at.guard.is_some_and(|(_, g)| g.path() != a);
                 if masked {
                     continue;
                 }
@@ -642,15 +647,9 @@ impl<'a> Planner<'a> {
         }
         let mask = match self.shape {
             Shape::Masks => Masked::indexed(&self.mounts, &self.steps, q),
-            Shape::LandlockOnly => Masked {
-                governing: None,
-                guard: None,
-            },
+            Shape::LandlockOnly => Masked::none(),
         };
-        let pin = match self.shape {
-            Shape::Masks => pinned(&self.mounts, q),
-            Shape::LandlockOnly => None,
-        };
+        let pin = mask.pin;
         let at = self.lookup.at(q);
         let mut out = Ops::NONE;
         for op in Op::ALL {
@@ -893,4 +892,31 @@ fn network_plan(policy: &Policy) -> Option<NetworkPlan> {
         mode: rules.mode.as_str().into(),
         relay,
     })
+}
+
+/// Paths already guarded, for asking whether one holds a path ([`within`]): clean ones by the
+/// bytes of the path's ancestors, any other one by comparing.
+#[derive(Default)]
+struct Held {
+    clean: HashSet<OsString>,
+    unclean: Vec<PathBuf>,
+}
+
+impl Held {
+    fn add(&mut self, path: &Path) {
+        match is_clean(path) {
+            true => {
+                self.clean.insert(path.as_os_str().to_owned());
+            }
+            false => self.unclean.push(path.to_path_buf()),
+        }
+    }
+
+    fn holds(&self, path: &Path) -> bool {
+        let by_bytes = match is_clean(path) {
+            true => clean_ancestors(path).any(|a| self.clean.contains(OsStr::from_bytes(a))),
+            false => self.clean.iter().any(|d| within(path, Path::new(d))),
+        };
+        by_bytes || self.unclean.iter().any(|d| within(path, d))
+    }
 }

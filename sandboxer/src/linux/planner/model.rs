@@ -1,6 +1,9 @@
 //! The plan's own model of what the kernel will do once it is applied: [`Plan::decide`].
 
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -8,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::rights::Rights;
 use crate::linux::fs_right::FsRight;
 use crate::linux::plan::{MountStep, Plan};
-use crate::paths::{normalize, same, within};
+use crate::paths::{clean_ancestors, is_clean, normalize, same, within};
 use crate::policy::{Access, Op, Verdict};
 
 /// What a mount does to the path it decides.
@@ -181,11 +184,22 @@ pub(super) fn guarding<'m>(mounts: &'m [MountStep], q: &Path) -> Option<(usize, 
         .min_by_key(|(_, m)| m.path().components().count())
 }
 
-/// A plan's mount steps split for many lookups: the guard steps by path, and the others (by
-/// index into the steps it was made from).
+/// A plan's mount steps split for many lookups: the guard and pin steps by path, and the
+/// others (by index into the steps it was made from).
+///
+/// Only steps whose path is clean ([`is_clean`]) are found by their bytes: for a clean `q`,
+/// such a step's path is `q` or an ancestor of `q` exactly when its bytes are `q`'s or those
+/// of one of `q`'s ancestors, so the lookups answer as [`guarding`] and [`pinned`] do. Any
+/// other step is compared one by one, as there; a `q` that is not clean is looked up as
+/// [`Masked::at`] does.
 #[derive(Debug, Default)]
 pub(super) struct MountsIndex {
-    guards: std::collections::HashMap<std::ffi::OsString, usize>,
+    guards: HashMap<OsString, usize>,
+    /// The first pin on each clean path.
+    pins: HashMap<OsString, usize>,
+    /// Guard and pin steps whose path is not clean.
+    unclean: Vec<usize>,
+    /// The steps that can govern a path: neither pins nor guards (see [`governing`]).
     others: Vec<usize>,
 }
 
@@ -194,8 +208,14 @@ impl MountsIndex {
         let mut index = MountsIndex::default();
         for (i, m) in mounts.iter().enumerate() {
             match m {
+                MountStep::Guard { path, .. } | MountStep::Pin { path, .. } if !is_clean(path) => {
+                    index.unclean.push(i);
+                }
                 MountStep::Guard { path, .. } => {
-                    index.guards.insert(path.as_os_str().to_owned(), i);
+                    index.guards.entry(path.as_os_str().to_owned()).or_insert(i);
+                }
+                MountStep::Pin { path, .. } => {
+                    index.pins.entry(path.as_os_str().to_owned()).or_insert(i);
                 }
                 _ => index.others.push(i),
             }
@@ -204,12 +224,13 @@ impl MountsIndex {
     }
 }
 
-/// What the masks say at one path: the step that governs it ([`governing`]) and the guard
-/// holding it ([`guarding`]).
+/// What the masks say at one path: the step that governs it ([`governing`]), the guard
+/// holding it ([`guarding`]) and the pin on it ([`pinned`]).
 #[derive(Clone, Copy)]
 pub(super) struct Masked<'m> {
     pub governing: Option<(usize, &'m MountStep)>,
     pub guard: Option<(usize, &'m MountStep)>,
+    pub pin: Option<usize>,
 }
 
 impl<'m> Masked<'m> {
@@ -217,20 +238,53 @@ impl<'m> Masked<'m> {
         Masked {
             governing: governing(mounts, q),
             guard: guarding(mounts, q),
+            pin: pinned(mounts, q),
+        }
+    }
+
+    /// No masks (the landlock-only shape).
+    pub(super) fn none() -> Masked<'m> {
+        Masked {
+            governing: None,
+            guard: None,
+            pin: None,
         }
     }
 
     /// [`Masked::at`] with the plan's steps split once: a home's hundreds of guard steps are
     /// found by the bytes of `q`'s ancestors, not compared one by one.
     pub(super) fn indexed(mounts: &'m [MountStep], index: &MountsIndex, q: &Path) -> Masked<'m> {
-        let guard = q
-            .ancestors()
-            .filter_map(|a| index.guards.get(a.as_os_str()))
+        if !is_clean(q) {
+            return Masked::at(mounts, q);
+        }
+        let unclean = || index.unclean.iter().map(|&i| (i, &mounts[i]));
+        // The shallowest guard holding `q`; at one depth, the first (as `guarding`).
+        let hashed = clean_ancestors(q)
+            .filter_map(|a| index.guards.get(OsStr::from_bytes(a)))
             .last()
             .map(|&i| (i, &mounts[i]));
+        let guard = hashed
+            .into_iter()
+            .chain(
+                unclean()
+                    .filter(|(_, m)| matches!(m, MountStep::Guard { .. }) && within(q, m.path())),
+            )
+            .min_by_key(|(i, m)| (m.path().components().count(), *i));
+        let pin = index
+            .pins
+            .get(q.as_os_str())
+            .copied()
+            .into_iter()
+            .chain(
+                unclean()
+                    .filter(|(_, m)| matches!(m, MountStep::Pin { path, .. } if same(path, q)))
+                    .map(|(i, _)| i),
+            )
+            .min();
         Masked {
             governing: governing_among(index.others.iter().map(|&i| (i, &mounts[i])), q),
             guard,
+            pin,
         }
     }
 
@@ -340,7 +394,7 @@ impl Plan {
         if moves && q == Path::new("/") {
             return deny(Decider::Root);
         }
-        let (ok, step) = match pinned(&self.mounts, q) {
+        let (ok, step) = match sight.masked.pin {
             // Only moving it away: creating it fails anyway (it exists), and what lies
             // beneath is the same tree.
             Some(i) if matches!(op, Op::Delete | Op::Rename) => {
@@ -483,6 +537,86 @@ impl Place<'_> {
                 right,
             },
             _ => Decider::Unhandled { right, abi },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index answers as the plain scans, for clean and unclean paths alike, also where
+    /// steps repeat a path or are not spelled cleanly (those are compared one by one).
+    #[test]
+    fn indexed_masks_agree_with_the_scans() {
+        let p = |s: &str| PathBuf::from(s);
+        let guard = |path: &str| MountStep::Guard {
+            path: p(path),
+            existed: true,
+            is_dir: true,
+            content: None,
+        };
+        let pin = |path: &str| MountStep::Pin {
+            path: p(path),
+            of: p("/a/b/c"),
+        };
+        let mounts = vec![
+            pin("/a"),
+            MountStep::Cover {
+                path: p("/a/b"),
+                why: String::new(),
+                existed: true,
+                is_dir: true,
+            },
+            MountStep::BindBack {
+                path: p("/a/b/c"),
+                access: Access::Ro,
+                is_dir: true,
+            },
+            pin("/a/b/c"),
+            pin("/a/b/c"),
+            pin("/x//y"),
+            MountStep::Refuse {
+                path: p("/a/b/c/r"),
+                existed: true,
+                is_dir: true,
+            },
+            guard("/h/g"),
+            guard("/h/g/deeper"),
+            guard("/h/g"),
+            guard("/h/./u/"),
+            guard("/a/b/c"),
+        ];
+        let index = MountsIndex::new(&mounts);
+        let key = |m: Masked<'_>| (m.governing.map(|g| g.0), m.guard.map(|g| g.0), m.pin);
+        let names = [
+            "a", "b", "c", "r", "h", "g", "u", "x", "y", "deeper", ".", "",
+        ];
+        let mut paths = vec![p("/")];
+        for depth in 0..3 {
+            let next: Vec<PathBuf> = paths
+                .iter()
+                .filter(|q| q.components().count() == depth + 1)
+                .flat_map(|q| names.iter().map(move |n| q.join(n)))
+                .collect();
+            paths.extend(next);
+        }
+        for extra in [
+            "/h/u",
+            "/h/u/v",
+            "/x/y",
+            "/x//y",
+            "/a/b/c/r/s",
+            "/h/g/deeper/z",
+        ] {
+            paths.push(p(extra));
+        }
+        for q in &paths {
+            assert_eq!(
+                key(Masked::indexed(&mounts, &index, q)),
+                key(Masked::at(&mounts, q)),
+                "{q:?}"
+            );
         }
     }
 }
