@@ -30,6 +30,13 @@ if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
 fi
 
 export PATH="$PREFIX/bin:$PATH"
+# Each CLI writes its state folders at any start, --version included: they start in a home of
+# their own, removed afterwards, never the person's.
+probe_home=$(mktemp -d "$PREFIX/probe-home.XXXXXX") # not under /tmp: codex refuses to make its helpers there
+trap 'rm -rf "$probe_home"' EXIT
 for bin in claude codex gemini pi opencode; do
-  printf '%-10s %s\n' "$bin" "$(timeout 60 "$bin" --version 2>&1 | head -n1 || echo 'failed to start')"
+  version=$(env -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u XDG_STATE_HOME -u XDG_CACHE_HOME \
+    -u CODEX_HOME -u CLAUDE_CONFIG_DIR -u GEMINI_CLI_HOME HOME="$probe_home" \
+    timeout 60 "$bin" --version 2>&1 | head -n1 || echo 'failed to start')
+  printf '%-10s %s\n' "$bin" "$version"
 done

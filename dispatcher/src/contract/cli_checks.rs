@@ -129,6 +129,9 @@ impl Runner<'_> {
         self.write_launch(&planned)?;
         let mut env = self.base_env();
         env.extend(launch.env_set.clone());
+        // Its egress proxy, as for every launch: the sandbox hands its listeners to it before
+        // the CLI starts, and refuses to start without it.
+        let _egress = self.serve_egress(launch)?;
         live::run(live::Spawn {
             argv: launch.argv.clone(),
             env: &env,
