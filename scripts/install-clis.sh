@@ -23,20 +23,26 @@ fi
 
 stamp="$PREFIX/.installed"
 want="$(printf '%s\n' "${PINNED[@]}")"
+mkdir -p "$PREFIX"
+# The CLIs write their state folders at any start (--version included) and opencode's install
+# script does too: all of it happens in a home of their own, removed afterwards, never the
+# person's. npm keeps the person's config (a registry mirror, a token) and cache.
+probe_home=$(mktemp -d "$PREFIX/probe-home.XXXXXX") # beside the CLIs: codex makes no helpers under /tmp
+trap 'rm -rf "$probe_home"' EXIT
+in_probe_home() {
+  env -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u XDG_STATE_HOME -u XDG_CACHE_HOME \
+    -u CODEX_HOME -u CLAUDE_CONFIG_DIR -u GEMINI_CLI_HOME HOME="$probe_home" "$@"
+}
 if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
-  mkdir -p "$PREFIX"
-  npm install --global --prefix "$PREFIX" --no-audit --no-fund --loglevel=error "${PINNED[@]}"
+  in_probe_home npm_config_userconfig="$HOME/.npmrc" npm_config_cache="$HOME/.npm" \
+    npm install --global --prefix "$PREFIX" --no-audit --no-fund --loglevel=error "${PINNED[@]}"
   printf '%s\n' "$want" >"$stamp"
 fi
 
 export PATH="$PREFIX/bin:$PATH"
-# Each CLI writes its state folders at any start, --version included: they start in a home of
-# their own, removed afterwards, never the person's.
-probe_home=$(mktemp -d "$PREFIX/probe-home.XXXXXX") # not under /tmp: codex refuses to make its helpers there
-trap 'rm -rf "$probe_home"' EXIT
 for bin in claude codex gemini pi opencode; do
-  version=$(env -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u XDG_STATE_HOME -u XDG_CACHE_HOME \
-    -u CODEX_HOME -u CLAUDE_CONFIG_DIR -u GEMINI_CLI_HOME HOME="$probe_home" \
-    timeout 60 "$bin" --version 2>&1 | head -n1 || echo 'failed to start')
+  # codex warns first when the checkout is under /tmp (its helpers are not made there).
+  version=$(in_probe_home timeout 60 "$bin" --version 2>&1 | grep -v '^WARNING: ' | head -n1 ||
+    echo 'failed to start')
   printf '%-10s %s\n' "$bin" "$version"
 done
