@@ -123,12 +123,11 @@ mod linux {
     /// roots.
     ///
     /// The ways-out list (a passwd lookup, the templates expanded) is only used when the
-    /// policy's `[linux] ways_out` is on, the default. A policy whose text mentions
-    /// `ways_out` is first loaded without the list; if it turns out to want it after all,
-    /// it is loaded again with it. The file is read once either way.
-    ///
-    /// The autorun list is always added (a policy with `[autorun] guard = false` ignores it),
-    /// with `command`'s program among the programs guarded.
+    /// policy's `[linux] ways_out` is on, the default; the autorun list (parsed, and the
+    /// programs looked up on `$PATH`) only when its `[autorun] guard` is, with `command`'s
+    /// program among the programs guarded. A policy whose text mentions `ways_out` or
+    /// `autorun` is first loaded without the lists, to read those two switches; then loaded
+    /// again with the lists it wants. The file is read once either way.
     pub fn load_policy(args: &PolicyArgs, command: &Command) -> Result<Policy> {
         let mut opts = args.resolve_options()?;
         let (text, label) = match &args.policy {
@@ -142,13 +141,18 @@ mod linux {
                 "(embedded default policy)".to_string(),
             ),
         };
-        let ways_out =
-            !text.contains("ways_out") || Policy::from_toml(&text, &label, &opts)?.linux.ways_out;
-        if ways_out {
+        let switches = ["ways_out", "autorun"]
+            .iter()
+            .any(|s| text.contains(s))
+            .then(|| Policy::from_toml(&text, &label, &opts))
+            .transpose()?;
+        if switches.as_ref().is_none_or(|p| p.linux.ways_out) {
             opts.add_ways_out(args.profiles_dir.as_deref(), None, None)
                 .context("loading the ways-out list")?;
         }
-        args.fill_autorun(&mut opts, &[command.program.as_os_str()])?;
+        if switches.as_ref().is_none_or(|p| p.autorun.guard) {
+            args.fill_autorun(&mut opts, &[command.program.as_os_str()])?;
+        }
         Ok(Policy::from_toml(&text, &label, &opts)?)
     }
 
