@@ -385,3 +385,44 @@ fn the_guard_turned_off_guards_nothing(r: &Runner) {
         ],
     );
 }
+
+/// A policy that turns the guard off does not read the autorun list at all: a list that could
+/// not be loaded stops only the policies that apply it.
+#[test]
+fn a_policy_without_the_guard_does_not_read_the_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("profiles");
+    fs::create_dir_all(&profiles).unwrap();
+    fs::write(
+        profiles.join("autorun.toml"),
+        "version = 1\n[[guard]]\npath = 3\n",
+    )
+    .unwrap();
+    let run = |extra: &str| {
+        let policy = dir.path().join("policy.toml");
+        fs::write(
+            &policy,
+            format!("version = 1\nbase = \"open\"\n[linux]\nways_out = false\n{extra}"),
+        )
+        .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_sandboxer"))
+            .arg("exec")
+            .arg("--profiles-dir")
+            .arg(&profiles)
+            .arg("--policy")
+            .arg(&policy)
+            .args(["--", "/bin/true"])
+            .env("HOME", dir.path())
+            .output()
+            .unwrap()
+    };
+    let guarded = run("");
+    assert!(!guarded.status.success(), "the broken list was not read");
+    assert!(
+        String::from_utf8_lossy(&guarded.stderr).contains("autorun.toml"),
+        "{}",
+        text(&guarded)
+    );
+    let off = run("[autorun]\nguard = false\n");
+    assert!(off.status.success(), "{}", text(&off));
+}
