@@ -1241,3 +1241,69 @@ fn product_with_the_autorun_guard_plan_snapshot() {
         .collect();
     insta::assert_yaml_snapshot!("product_with_the_autorun_guard", (steps, &plan.gaps));
 }
+
+/// Every entry of the embedded autorun list, missing on this machine or not, is read-only in
+/// the plan as the policy says: nothing can be written or deleted at a guarded file, nothing
+/// created in a guarded folder. The only exceptions are the entries that get no placeholder
+/// (`missing = "none"`): the gap `autorun-unmasked`, which the policy's `decide` still refuses.
+#[test]
+fn every_linux_entry_of_the_list_is_read_only_in_the_plan() {
+    use sandboxer::autorun::list::{self, Missing};
+    let mut opts = ResolveOptions::new(Target::Linux, PathBuf::from(HOME), false).unwrap();
+    opts.ways_out =
+        ways_out::expand(Target::Linux, ways_out::embedded(Target::Linux), &env()).unwrap();
+    let entries = list::parse(Target::Linux, list::EMBEDDED, "autorun.toml", &env())
+        .unwrap()
+        .entries;
+    assert!(entries.len() > 100, "{}", entries.len());
+    opts.autorun = entries.clone();
+    let policy = Policy::from_toml(PRODUCT_LINUX, "product.toml", &opts).unwrap();
+    let plan = choose_with(&policy, &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    // The control: the home around them stays open.
+    assert_eq!(
+        v(&plan, Op::Create, "/home/ada/projects/new.txt"),
+        Verdict::Allow
+    );
+    assert_eq!(
+        v(&plan, Op::Create, "/home/ada/.config/new.conf"),
+        Verdict::Allow
+    );
+    let mut wrong = Vec::new();
+    for e in &entries {
+        let probes: Vec<(Op, PathBuf)> = match e.missing {
+            Missing::Folder => vec![
+                (Op::Create, e.path.join("planted")),
+                (Op::Delete, e.path.clone()),
+            ],
+            Missing::File { .. } | Missing::None => vec![
+                (Op::Write, e.path.clone()),
+                (Op::Create, e.path.clone()),
+                (Op::Delete, e.path.clone()),
+            ],
+        };
+        for (op, path) in probes {
+            let policy_says = policy.decide(op, &path).verdict;
+            if policy_says != Verdict::Deny {
+                wrong.push(format!(
+                    "{op} {}: the policy says {policy_says:?}",
+                    path.display()
+                ));
+                continue;
+            }
+            let plan_says = plan.decide(op, &path).verdict;
+            if plan_says != Verdict::Deny && !matches!(e.missing, Missing::None) {
+                wrong.push(format!(
+                    "{op} {}: the plan says {plan_says:?} ({})",
+                    path.display(),
+                    e.origin
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let unmasked = plan.gaps.iter().find(|g| g.id == "autorun-unmasked");
+    assert!(
+        entries.iter().all(|e| !matches!(e.missing, Missing::None)) || unmasked.is_some(),
+        "entries without a placeholder, and no gap naming them"
+    );
+}
