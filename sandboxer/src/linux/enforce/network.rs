@@ -37,9 +37,10 @@ pub(super) struct Handoff {
     handed: Option<Handed>,
 }
 
-/// Listeners handed, PID 1's copies of them, and the connection they went over.
+/// Listeners handed, PID 1's copies of them, and the connection they went over (none while
+/// the proxy is away).
 struct Handed {
-    connection: UnixStream,
+    connection: Option<UnixStream>,
     listeners: Vec<(TcpListener, Carry)>,
     /// The proxy's socket, reached through its folder opened before the command runs
     /// ([`open_socket`]): held so that the path names the same folder when the listeners are
@@ -73,15 +74,23 @@ pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Handoff>, Enf
             listeners.push((l, carry));
         }
     }
-    let connection = hand_over(&via, &listeners).map_err(|e| {
-        EnforceError::new(
-            Layer::Network,
-            format!(
-                "handing the sandbox's listeners to the egress proxy {:?}: {e}",
-                relay.proxy
-            ),
-        )
-    })?;
+    // A socket nobody listens on is a proxy that is away: its server crashed or restarts (a
+    // tmux pane may start the launch after its server died). The command starts; every
+    // connection is refused until a proxy listens there again and takes the listeners
+    // ([`Handoff::watch`]). A proxy that answers but does not take them fails the launch.
+    let connection = match hand_over(&via, &listeners) {
+        Ok(c) => Some(c),
+        Err(HandOver::Away(_)) => None,
+        Err(HandOver::Connect(e) | HandOver::Refused(e)) => {
+            return Err(EnforceError::new(
+                Layer::Network,
+                format!(
+                    "handing the sandbox's listeners to the egress proxy {:?}: {e}",
+                    relay.proxy
+                ),
+            ));
+        }
+    };
     Ok(Some(Handoff {
         handed: Some(Handed {
             connection,
@@ -92,12 +101,35 @@ pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Handoff>, Enf
     }))
 }
 
+/// Why a handoff did not happen.
+enum HandOver {
+    /// Nobody listens on the socket (`ECONNREFUSED`): the proxy is away.
+    Away(String),
+    /// The socket could not be reached otherwise.
+    Connect(String),
+    /// A proxy answered and did not take the listeners.
+    Refused(String),
+}
+
+impl std::fmt::Display for HandOver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandOver::Away(e) | HandOver::Connect(e) | HandOver::Refused(e) => f.write_str(e),
+        }
+    }
+}
+
 /// Connects to the proxy and hands it `listeners`; the connection, to be held.
-fn hand_over(via: &Path, listeners: &[(TcpListener, Carry)]) -> Result<UnixStream, String> {
-    let connection =
-        UnixStream::connect(via).map_err(|e| format!("connecting to its socket: {e}"))?;
+fn hand_over(via: &Path, listeners: &[(TcpListener, Carry)]) -> Result<UnixStream, HandOver> {
+    let connection = UnixStream::connect(via).map_err(|e| {
+        let why = format!("connecting to its socket: {e}");
+        match e.kind() {
+            io::ErrorKind::ConnectionRefused => HandOver::Away(why),
+            _ => HandOver::Connect(why),
+        }
+    })?;
     let handed: Vec<(&TcpListener, Carry)> = listeners.iter().map(|(l, c)| (l, *c)).collect();
-    handoff::hand_over(&connection, &handed).map_err(|e| e.to_string())?;
+    handoff::hand_over(&connection, &handed).map_err(|e| HandOver::Refused(e.to_string()))?;
     Ok(connection)
 }
 
@@ -123,28 +155,16 @@ impl Handoff {
 impl Handed {
     fn keep_handed(mut self) {
         loop {
-            self.wait_for_close();
+            if let Some(connection) = self.connection.take() {
+                wait_for_close(connection);
+            }
             self.connection = loop {
                 self.refuse_for(std::time::Duration::from_secs(1));
                 // No proxy there yet, or one that refuses: tried again in a second.
                 if let Ok(c) = hand_over(&self.via, &self.listeners) {
-                    break c;
+                    break Some(c);
                 }
             };
-        }
-    }
-
-    /// Returns when the proxy closes the connection. It never writes after its `ok`; a
-    /// signal for PID 1 that lands on this thread interrupts the read and is not the end.
-    fn wait_for_close(&mut self) {
-        let mut buf = [0u8; 64];
-        loop {
-            match io::Read::read(&mut self.connection, &mut buf) {
-                Ok(0) => return,
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return,
-            }
         }
     }
 
@@ -180,6 +200,20 @@ impl Handed {
                 }
                 p.revents = 0;
             }
+        }
+    }
+}
+
+/// Returns when the proxy closes `connection`. It never writes after its `ok`; a signal for
+/// PID 1 that lands on this thread interrupts the read and is not the end.
+fn wait_for_close(mut connection: UnixStream) {
+    let mut buf = [0u8; 64];
+    loop {
+        match io::Read::read(&mut connection, &mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
         }
     }
 }
