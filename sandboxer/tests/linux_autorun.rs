@@ -24,7 +24,9 @@ const PROBE_PY: &str = include_str!("helpers/probe.py");
 agentworks_test_user::live_scenarios!(
     guarded_entries_are_read_only,
     repositories_outside_grants_are_guarded,
-    the_guard_turned_off_guards_nothing
+    the_guard_turned_off_guards_nothing,
+    guarded_paths_replaced_outside_are_guarded_again,
+    a_sandbox_holding_a_replaced_file_open_is_stopped
 );
 
 /// A home with one path of each kind, owned by the runner.
@@ -383,6 +385,221 @@ fn the_guard_turned_off_guards_nothing(r: &Runner) {
             (allow, "create", &[".config/fish"]),
             (allow, "create", &["src/outside/.git/hooks/pre-commit"]),
         ],
+    );
+}
+
+/// Inside: tries to kill the sandbox's own helpers (each refused), says it is ready, waits until
+/// the driver outside has replaced the files and each target is a mount point again, then
+/// tries to write each target (a file appended to, a folder created in) and prints the
+/// verdicts and what `~/.bashrc` holds, as JSON.
+const AFTER_REPLACEMENT_PY: &str = r#"
+import errno, json, os, sys, time
+home, sync, targets = sys.argv[1], sys.argv[2], sys.argv[3:]
+kills = []
+for p in os.listdir("/proc"):
+    if not p.isdigit() or int(p) in (1, os.getpid()):
+        continue
+    try:
+        comm = open(f"/proc/{p}/comm").read().strip()
+    except OSError:
+        continue
+    if comm.startswith("sandboxer"):
+        try:
+            os.kill(int(p), 9)
+            kills.append("killed")
+        except OSError as e:
+            kills.append(errno.errorcode[e.errno])
+open(f"{sync}/ready", "w").close()
+deadline = time.time() + 20
+def mount_points():
+    return {line.split(" ")[4] for line in open("/proc/self/mountinfo")}
+while not os.path.exists(f"{sync}/replaced") or not set(targets) <= mount_points():
+    if time.time() > deadline:
+        print("TIMEOUT", os.path.exists(f"{sync}/replaced"), sorted(set(targets) - mount_points()))
+        sys.exit(3)
+    time.sleep(0.01)
+writes = {}
+for t in targets:
+    try:
+        if os.path.isdir(t):
+            fd = os.open(os.path.join(t, "planted"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
+        else:
+            fd = os.open(t, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"planted\n")
+        os.close(fd)
+        writes[t] = "written"
+    except OSError as e:
+        writes[t] = errno.errorcode[e.errno]
+print(json.dumps({"kills": kills, "writes": writes, "bashrc": open(home + "/.bashrc").read()}))
+"#;
+
+/// Starts `program args` confined in `h` (in the background), waits for it to create
+/// `<sync>/ready`, runs `outside` (a shell script) unconfined as the runner with `SYNC` set,
+/// and returns how the confined program ended.
+fn while_confined(
+    r: &Runner,
+    h: &Home,
+    program: &str,
+    args: &[&str],
+    outside: &str,
+) -> std::process::Output {
+    let sync = h.root.join("sync");
+    fs::create_dir_all(&sync).unwrap();
+    chown(&sync, Some(r.uid), Some(r.gid)).unwrap();
+    let mut c = r.command(r.reachable(Path::new(env!("CARGO_BIN_EXE_sandboxer"))));
+    c.arg("exec")
+        .arg("--policy")
+        .arg(&h.policy)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .env("HOME", &h.home)
+        .env("PATH", PATH)
+        .env("LANG", "C.UTF-8")
+        .env("SYNC", &sync)
+        .current_dir(&h.root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !sync.join("ready").exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the confined program never got ready: {}",
+            text(&child.wait_with_output().unwrap())
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let driver = r
+        .command("/bin/sh")
+        .args(["-c", outside])
+        .env("HOME", &h.home)
+        .env("PATH", PATH)
+        .env("SYNC", &sync)
+        .output()
+        .unwrap();
+    assert!(
+        driver.status.success(),
+        "the driver outside failed: {}",
+        text(&driver)
+    );
+    child.wait_with_output().unwrap()
+}
+
+/// A program outside that saves a guarded file the usual way (a new file renamed over it),
+/// replaces a guarded folder, removes a guarded file or replaces a placeholder detaches the
+/// guard's mount on that path in every mount namespace; the sandbox's guard watcher puts a
+/// guard back on what is there now, so the command still cannot write any of them, and the
+/// sandbox's own helpers cannot be killed from inside. Afterwards the person's new files are
+/// theirs (and writable to them: the control), and what stood in for the removed file is gone.
+fn guarded_paths_replaced_outside_are_guarded_again(r: &Runner) {
+    let h = home(r, "");
+    let script = h.root.join("after.py");
+    fs::write(&script, AFTER_REPLACEMENT_PY).unwrap();
+    let hm = |p: &str| h.home.join(p).to_str().unwrap().to_string();
+    let targets = [
+        hm(".bashrc"),
+        hm("src/outside/.git/hooks"),
+        hm(".profile"),
+        hm(".claude/settings.json"),
+    ];
+    let mut args = vec![script.to_str().unwrap(), h.home.to_str().unwrap(), ""];
+    let sync = h.root.join("sync");
+    args[2] = sync.to_str().unwrap();
+    args.extend(targets.iter().map(String::as_str));
+    let outside = r#"set -e
+        cd "$HOME"
+        printf 'new bashrc\n' > .bashrc.tmp && mv .bashrc.tmp .bashrc
+        mv src/outside/.git/hooks src/outside/.git/hooks.old && mkdir -p src/outside/.git/hooks
+        printf '#!/bin/sh\n' > src/outside/.git/hooks/post-commit
+        rm .profile
+        printf '{"theme": "dark"}\n' > .claude/settings.tmp
+        mv .claude/settings.tmp .claude/settings.json
+        touch "$SYNC/replaced""#;
+    let out = while_confined(r, &h, "/usr/bin/python3", &args, outside);
+    let t = text(&out);
+    assert!(out.status.success(), "as uid {}: {t}", r.uid);
+    let report: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no report: {t}"));
+    for kill in report["kills"].as_array().unwrap() {
+        assert_eq!(
+            kill, "EPERM",
+            "a helper of the sandbox was killed from inside: {t}"
+        );
+    }
+    for target in &targets {
+        assert_eq!(
+            report["writes"][target], "EROFS",
+            "as uid {}: {target} after its replacement outside: {t}",
+            r.uid
+        );
+    }
+    assert_eq!(
+        report["bashrc"],
+        "new bashrc
+",
+        "the sandbox reads the new file"
+    );
+    // Afterwards: the person's files as they left them, the stand-in for the removed one gone.
+    assert_eq!(
+        fs::read_to_string(h.home.join(".claude/settings.json")).unwrap(),
+        "{\"theme\": \"dark\"}\n"
+    );
+    assert!(
+        !h.home.join(".profile").exists(),
+        "the stand-in for ~/.profile was left behind"
+    );
+    assert!(!h.home.join("src/outside/.git/hooks/planted").exists());
+    // The control: unconfined, the same writes succeed.
+    let control = r
+        .command("/bin/sh")
+        .args([
+            "-c",
+            r#"echo planted >> "$HOME/.bashrc" && echo planted > "$HOME/src/outside/.git/hooks/planted" && echo planted >> "$HOME/.claude/settings.json""#,
+        ])
+        .env("HOME", &h.home)
+        .output()
+        .unwrap();
+    assert!(control.status.success(), "control: {}", text(&control));
+}
+
+/// A command that holds a file open for writing when a program outside moves that file onto a
+/// guarded path (the command opened the outside program's temporary file) could write it from
+/// then on: the sandbox is stopped (137) with the reason. So is one whose guarded path is
+/// removed outside where nothing may stand in for it (a symlinked dotfile).
+fn a_sandbox_holding_a_replaced_file_open_is_stopped(r: &Runner) {
+    let h = home(r, "");
+    let held = while_confined(
+        r,
+        &h,
+        "/bin/sh",
+        &[
+            "-c",
+            r#"exec 3>>"$HOME/bashrc.tmp"; touch "$SYNC/ready"; sleep 20; echo NOT-STOPPED"#,
+        ],
+        r#"mv "$HOME/bashrc.tmp" "$HOME/.bashrc""#,
+    );
+    let t = text(&held);
+    assert_eq!(held.status.code(), Some(137), "as uid {}: {t}", r.uid);
+    assert!(
+        t.contains(".bashrc") && t.contains("open for writing") && !t.contains("NOT-STOPPED"),
+        "{t}"
+    );
+    let h = home(r, "");
+    let removed = while_confined(
+        r,
+        &h,
+        "/bin/sh",
+        &["-c", r#"touch "$SYNC/ready"; sleep 20; echo NOT-STOPPED"#],
+        r#"rm "$HOME/.tmux.conf""#,
+    );
+    let t = text(&removed);
+    assert_eq!(removed.status.code(), Some(137), "as uid {}: {t}", r.uid);
+    assert!(
+        t.contains(".tmux.conf") && t.contains("nothing may stand in"),
+        "{t}"
     );
 }
 

@@ -1444,25 +1444,25 @@ fn process_passthrough(r: &Runner) {
     assert_eq!(ran.code, Some(127), "{ran:?}");
     assert!(ran.stderr.contains("/nonexistent/program"), "{ran:?}");
 
-    // A fresh /proc: only PID 1 and the command itself.
-    let ran = fx.run(fx.exec(r, &[], &argv(["ls", "/proc"])), None);
-    let pids: Vec<&str> = ran
-        .stdout
-        .lines()
-        .filter(|l| l.chars().all(|c| c.is_ascii_digit()))
-        .collect();
-    assert_eq!(pids, ["1", "2"], "{ran:?}");
+    // A fresh /proc: only PID 1, its guard watcher (the policy guards the autorun list) and
+    // the command itself.
+    let ran = fx.run(
+        fx.exec(r, &[], &sh("for p in /proc/[0-9]*; do cat $p/comm; done")),
+        None,
+    );
+    assert_eq!(
+        ran.stdout.lines().collect::<Vec<_>>(),
+        ["sandboxer", "guard-watcher", "sh"],
+        "{ran:?}"
+    );
 
     // The command runs as the person, with no capability, in its own PID namespace.
-    let ran = fx.run(fx.exec(r, &[], &sh("id -u; id -g; echo pid=$$; grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status")), None);
+    let ran = fx.run(fx.exec(r, &[], &sh("id -u; id -g; echo ppid=$PPID; grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status")), None);
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let lines: Vec<&str> = ran.stdout.lines().collect();
     assert_eq!(lines[0], r.uid.to_string(), "{ran:?}");
     assert_eq!(lines[1], r.gid.to_string(), "{ran:?}");
-    assert_eq!(
-        lines[2], "pid=2",
-        "the command is PID 1's only child: {ran:?}"
-    );
+    assert_eq!(lines[2], "ppid=1", "the command is PID 1's child: {ran:?}");
     for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
         assert!(
             ran.stdout.contains(&format!("{cap}:\t0000000000000000")),
@@ -1518,13 +1518,14 @@ fn job_control(r: &Runner) {
             .unwrap_or('?')
     };
     let ticks = |running: &Running| running.stdout().lines().count();
-    // The command is the caller's deepest descendant (caller → monitor → PID 1 → command).
+    // The command is the caller's deepest descendant (caller → monitor → PID 1 → command), and
+    // PID 1's last child (its guard watcher comes first).
     let deepest = |pid: Pid| {
         let mut at = pid.as_raw() as u32;
         loop {
             let kids =
                 fs::read_to_string(format!("/proc/{at}/task/{at}/children")).unwrap_or_default();
-            match kids.split_whitespace().next().and_then(|k| k.parse().ok()) {
+            match kids.split_whitespace().last().and_then(|k| k.parse().ok()) {
                 Some(k) => at = k,
                 None => return Pid::from_raw(at as i32),
             }
@@ -1807,7 +1808,7 @@ fn no_user_namespaces(r: &Runner) {
     let fx = Fixture::new(r);
     let open = fx.policy_file("open.toml", OPEN_POLICY);
     let marker_file = fx.root.join("ran");
-    let report = "echo pid=$$; grep NoNewPrivs /proc/self/status";
+    let report = "echo ppid=$PPID; grep NoNewPrivs /proc/self/status";
 
     // The fixture's policy needs the masks: refused, nothing run, and the refusal says why.
     let touch = argv(["touch".into(), p(&marker_file)]);
@@ -1828,7 +1829,7 @@ fn no_user_namespaces(r: &Runner) {
     );
     assert_eq!(ran.code, Some(0), "{ran:?}");
     assert!(
-        !ran.stdout.contains("pid=2\n"),
+        !ran.stdout.contains("ppid=1\n"),
         "ran in a PID namespace: {ran:?}"
     );
     assert!(ran.stdout.contains("NoNewPrivs:\t1"), "{ran:?}");
@@ -1836,7 +1837,7 @@ fn no_user_namespaces(r: &Runner) {
     // Control: with user namespaces, the same launch gets the masks shape.
     let ran = fx.run(fx.as_runner(r, &open_exec), None);
     assert_eq!(ran.code, Some(0), "{ran:?}");
-    assert!(ran.stdout.contains("pid=2\n"), "{ran:?}");
+    assert!(ran.stdout.contains("ppid=1\n"), "{ran:?}");
 }
 
 // ---- scenarios: what the kernel's ruleset handles ---------------------------------------------
@@ -2124,7 +2125,7 @@ fn threaded_caller(r: &Runner) {
         })
     };
     let script = format!(
-        "echo pid=$$ > {out}; touch {ready}; while [ ! -e {go} ]; do sleep 0.01; done; \
+        "echo ppid=$PPID > {out}; touch {ready}; while [ ! -e {go} ]; do sleep 0.01; done; \
          cat {config} >> {out} 2>&1; exit 3",
         out = p(&out),
         ready = p(&ready),
@@ -2147,7 +2148,7 @@ fn threaded_caller(r: &Runner) {
     );
     let text = fs::read_to_string(&out).unwrap();
     assert!(
-        text.starts_with("pid=2\n"),
+        text.starts_with("ppid=1\n"),
         "the command is PID 1's child: {text}"
     );
     assert!(

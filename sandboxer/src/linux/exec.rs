@@ -54,6 +54,9 @@ impl Ended {
             Ended::Failed { shape, error } if error.exit_code() == NOT_RUN => Some(format!(
                 "sandboxer: cannot confine ({shape} shape): {error}\nsandboxer: nothing was run"
             )),
+            Ended::Failed { error, .. } if error.stopped => Some(format!(
+                "sandboxer: the sandbox was stopped while the command ran: {error}"
+            )),
             Ended::Failed { error, .. } => Some(format!("sandboxer: {error}")),
         }
     }

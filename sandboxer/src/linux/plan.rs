@@ -102,13 +102,18 @@ pub enum MountStep {
     /// (`is_dir`) or a file with `content` (an empty `~/.zshrc`, `{}` for a JSON settings
     /// file), made with any missing folders above it. A file guard carries `content` also when
     /// it exists: it may be another launch's placeholder, which the last launch using it
-    /// removes only if it still holds exactly that.
+    /// removes only if it still holds exactly that. `irreplaceable`: nothing may stand in for
+    /// it once it is gone (its entry says `missing = "none"`, or it is a symlink), which the
+    /// guard watcher needs when a program outside removes it while the sandbox runs
+    /// (`enforce/guard_watch.rs`).
     Guard {
         path: PathBuf,
         existed: bool,
         is_dir: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         content: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        irreplaceable: bool,
     },
 }
 

@@ -158,6 +158,16 @@ fn autorun_report(
              line) are guarded only when listed"
                 .to_string(),
         ]);
+        if plan.is_some() {
+            cannot.push(
+                "when a program outside replaces a guarded file (an atomic save: git config, an \
+                 editor, a CLI rewriting its settings), the guard is put back on the new file at \
+                 once and a sandbox holding it open for writing is stopped; a write made in \
+                 that instant, or into the program's temporary file before it is moved into \
+                 place, is not prevented"
+                    .to_string(),
+            );
+        }
     } else {
         cannot.push(
             "the policy turns the autorun list off ([autorun] guard = false): only its own \

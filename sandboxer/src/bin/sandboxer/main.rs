@@ -36,6 +36,8 @@ Exit codes:
   125  exec: the sandbox could not be set up as planned; nothing was run (fail closed)
   126  exec: the command was found but could not be executed inside the sandbox
   127  exec: the command was not found inside the sandbox
+  137  exec: sandboxer stopped the sandbox while the command ran, because a layer could no
+       longer hold (the message says which), or the command was killed by SIGKILL
   other exec: the confined command's own exit status (128+N when killed by signal N; with
        --enforce landlock-only sandboxer becomes the command, so it is killed by N itself)
 

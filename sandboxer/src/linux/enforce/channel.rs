@@ -15,12 +15,15 @@ use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use serde::{Deserialize, Serialize};
 
 use super::error::{EnforceError, Layer, Outcome};
+use super::placeholders::MadeLater;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(super) enum Message {
     Failed(EnforceError),
     Finished(Outcome),
+    /// The guard watcher made a placeholder while the sandbox ran: the caller removes it.
+    Placeholder(MadeLater),
 }
 
 /// Room for the message envelope around an error's detail, within `PIPE_BUF` (4096).
@@ -43,6 +46,8 @@ pub(super) struct Reports {
     /// The first failure reported (later ones are consequences of it).
     pub failure: Option<EnforceError>,
     pub finished: Option<Outcome>,
+    /// Placeholders made while the sandbox ran, for the caller to remove.
+    pub placeholders: Vec<MadeLater>,
 }
 
 impl Channel {
@@ -116,6 +121,7 @@ pub(super) fn read_reports(read: OwnedFd) -> Reports {
                 reports.failure.get_or_insert(e);
             }
             Ok(Message::Finished(o)) => reports.finished = Some(o),
+            Ok(Message::Placeholder(m)) => reports.placeholders.push(m),
             Err(_) => {
                 reports.failure.get_or_insert(EnforceError::new(
                     Layer::Process,

@@ -75,6 +75,10 @@ pub struct EnforceError {
     pub detail: String,
     /// The system error behind it, when there is one.
     pub errno: Option<i32>,
+    /// The command had run, and the sandbox was stopped because a layer could no longer
+    /// hold (the autorun guard's watcher): every process in it was killed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }
 
 impl EnforceError {
@@ -83,7 +87,14 @@ impl EnforceError {
             layer,
             detail: detail.into(),
             errno: None,
+            stopped: false,
         }
+    }
+
+    /// The sandbox is being stopped while the command runs (see [`EnforceError::stopped`]).
+    pub fn stopping(mut self) -> EnforceError {
+        self.stopped = true;
+        self
     }
 
     /// `what` failed with `errno`.
@@ -92,13 +103,18 @@ impl EnforceError {
             layer,
             detail: format!("{what}: {}", errno.desc()),
             errno: Some(errno as i32),
+            stopped: false,
         }
     }
 
     /// The exit status `sandboxer exec` uses for this error, following `env(1)`: 127 when the
     /// command does not exist, 126 when it cannot be executed, 125 when the sandbox could not
-    /// be set up (nothing was run).
+    /// be set up (nothing was run), 137 (killed by `SIGKILL`) when it was stopped while the
+    /// command ran.
     pub fn exit_code(&self) -> u8 {
+        if self.stopped {
+            return STOPPED;
+        }
         match (self.layer, self.errno) {
             (Layer::Exec, Some(e)) if e == Errno::ENOENT as i32 => 127,
             (Layer::Exec, _) => 126,
@@ -109,6 +125,10 @@ impl EnforceError {
 
 /// Exit status when the sandbox could not be set up as planned: nothing was run.
 pub const NOT_RUN: u8 = 125;
+
+/// Exit status when the sandbox was stopped while the command ran: its processes were killed
+/// (`SIGKILL`, as the shell reports it).
+pub const STOPPED: u8 = 128 + 9;
 
 /// How the confined command ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

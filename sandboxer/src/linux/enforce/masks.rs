@@ -45,7 +45,7 @@ use super::handoff::Handoff;
 use super::prepared::Prepared;
 use super::spawn::{Parent, exit_with, spawn, spawn_for_exec};
 use super::supervise::{Hop, Reap, supervise};
-use super::{caps, confine, devices, keeper, kernel, mounts, network, userns};
+use super::{caps, confine, devices, guard_watch, keeper, kernel, mounts, network, userns};
 
 /// The monitor's body: from a plain child of the caller to a running sandbox.
 pub(super) fn monitor(
@@ -106,6 +106,8 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     })?;
     devices::fresh()?;
     kernel::confine()?;
+    // While PID 1 waits for the plan anyway.
+    let watcher = guard_watch::fork(p, reporter, p.guard_events.as_ref())?;
     let Some(plan) = handoff.receive(p.spare_cpu())? else {
         // The caller gave up before it had a plan; it reports why, if anything.
         // SAFETY: see `spawn`.
@@ -114,6 +116,7 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
     p.own_affinity();
     let registration = keeper::register(&plan)?;
     let kept = mounts::apply(&plan.mounts, &plan.staging)?;
+    let watcher = watcher.keep(&plan)?;
     // Held open until PID 1 ends: tells the product this sandbox still runs (see keeper.rs).
     let _alive = registration
         .map(|r| keeper::start(r, kept, &plan))
@@ -160,7 +163,7 @@ fn pid1(p: &Prepared, handoff: &Handoff, reporter: Reporter) -> Result<Infallibl
         caller: false,
         parent_of_command: true,
     };
-    let outcome: Outcome = supervise(command, Reap::All, hop)?;
+    let outcome: Outcome = supervise(command, Reap::All { sentinel: watcher }, hop)?;
     reporter.send(&Message::Finished(outcome));
     exit_with(outcome)
 }

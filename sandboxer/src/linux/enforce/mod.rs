@@ -48,6 +48,7 @@ mod detached_close;
 mod devices;
 mod error;
 mod gate;
+mod guard_watch;
 mod handoff;
 pub(crate) mod keeper;
 mod kernel;

@@ -240,7 +240,7 @@ fn make_mount_point(
 
 /// Binds the folder at `path` onto itself, submounts included, unless it is the root of a
 /// mount already (then the kernel refuses to move it as it is).
-fn pin(path: &Path) -> Result<(), StepError> {
+pub(super) fn pin(path: &Path) -> Result<(), StepError> {
     let target = open(path)?;
     if !is_folder(&stat(&target, path)?) {
         return Err(fail_plain("it is no longer a folder"));
@@ -255,7 +255,7 @@ fn pin(path: &Path) -> Result<(), StepError> {
 /// Binds the tree at `path` onto itself with every mount in it read-only: writes, metadata
 /// changes and new entries beneath fail (`EROFS`), and the path is a mount point (`EBUSY`).
 /// A symlink is bound as itself (the file it names is a guarded path of its own).
-fn guard(path: &Path) -> Result<(), StepError> {
+pub(super) fn guard(path: &Path) -> Result<(), StepError> {
     // The entry itself, a symlink included: a link bound onto itself cannot be removed,
     // renamed or replaced (`EBUSY`), and still names what it named.
     let target = sys::open_entry(&cpath(path)?).map_err(|e| fail("opening it", e))?;

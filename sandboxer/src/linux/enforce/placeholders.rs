@@ -56,6 +56,8 @@ pub(super) struct Placeholders {
     made: Vec<Made>,
     /// A shared lock on each masked folder, held until the launch is over.
     held: Vec<Held>,
+    /// Other descriptors to close with the removed placeholders' (see [`Self::close_later`]).
+    close_later: Vec<OwnedFd>,
 }
 
 /// A masked folder (or guarded file) this launch holds a shared `flock` on (see the module's
@@ -270,7 +272,107 @@ impl Placeholders {
     }
 }
 
+/// A placeholder the guard watcher made while the sandbox ran (see `guard_watch.rs`), as it
+/// tells the caller, who removes it with the launch's own once the sandbox has ended. Paths
+/// are bytes: a path need not be UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct MadeLater {
+    parent: Vec<u8>,
+    name: Vec<u8>,
+    dev: u64,
+    ino: u64,
+    content: Option<String>,
+}
+
+/// For the guard watcher: makes what stands in for the guarded `path`, gone while the sandbox
+/// runs (an empty folder, or a file holding `content`), and any folders missing above it, as
+/// [`Placeholders::create`] does at launch. Returns what it made, and a shared lock on each
+/// that the watcher holds for as long as the sandbox runs.
+pub(super) fn stand_in(
+    path: &Path,
+    content: Option<&str>,
+) -> Result<(Vec<MadeLater>, Vec<OwnedFd>), EnforceError> {
+    let mut made = Placeholders::default();
+    made.make(&existing_ancestor(path)?, path, content)?;
+    // Taken out, so that dropping `made` removes nothing.
+    let made = std::mem::take(&mut made.made);
+    let mut locks = Vec::with_capacity(made.len());
+    for m in &made {
+        let at = m
+            .parent
+            .join(std::ffi::OsStr::from_bytes(m.name.as_bytes()));
+        if let Some(fd) = open_to_lock(&at, m.content.is_some()) {
+            let _ = sys::flock(&fd, libc::LOCK_SH);
+            locks.push(fd);
+        }
+    }
+    let reports = made
+        .into_iter()
+        .map(|m| MadeLater {
+            parent: m.parent.as_os_str().as_bytes().to_vec(),
+            name: m.name.into_bytes(),
+            dev: m.dev,
+            ino: m.ino,
+            content: m.content,
+        })
+        .collect();
+    Ok((reports, locks))
+}
+
+/// Opens a placeholder to lock it: a file read-only, a folder as a folder; no symlinks.
+fn open_to_lock(path: &Path, file: bool) -> Option<OwnedFd> {
+    let c_path = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let flags = if file {
+        libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK
+    } else {
+        libc::O_RDONLY | libc::O_DIRECTORY
+    };
+    sys::open_no_symlinks(Dir::Cwd, &c_path, flags).ok()
+}
+
 impl Placeholders {
+    /// Closes `fd` with the removed placeholders' descriptors, in the background
+    /// (`detached_close.rs`): the guard watcher's inotify instance, whose last close waits for
+    /// an RCU grace period.
+    pub(super) fn close_later(&mut self, fd: OwnedFd) {
+        self.close_later.push(fd);
+    }
+
+    /// Takes over what the guard watcher made while the sandbox ran, so that it is removed
+    /// with the rest; only what is still there as it was made (same inode), locked shared
+    /// like the launch's own.
+    pub(super) fn adopt(&mut self, later: Vec<MadeLater>) {
+        for m in later {
+            let parent = PathBuf::from(std::ffi::OsStr::from_bytes(&m.parent));
+            let Ok(name) = CString::new(m.name) else {
+                continue;
+            };
+            let path = parent.join(std::ffi::OsStr::from_bytes(name.as_bytes()));
+            let Some(fd) = open_to_lock(&path, m.content.is_some()) else {
+                continue;
+            };
+            let same =
+                nix::sys::stat::fstat(&fd).is_ok_and(|st| (st.st_dev, st.st_ino) == (m.dev, m.ino));
+            if !same || sys::flock(&fd, libc::LOCK_SH).is_err() {
+                continue;
+            }
+            self.held.push(Held {
+                path,
+                fd,
+                dev: m.dev,
+                ino: m.ino,
+                content: m.content.clone(),
+            });
+            self.made.push(Made {
+                parent,
+                name,
+                dev: m.dev,
+                ino: m.ino,
+                content: m.content,
+            });
+        }
+    }
+
     /// Creates the file `name` in `dir` (`parent`) with `content`, mode 0600, marked. Another
     /// launch that made it first wins (`EEXIST`): the caller locks whatever is there.
     fn make_file(
@@ -400,7 +502,8 @@ impl Drop for Placeholders {
             .partition(|h| removed_ids.contains(&(h.dev, h.ino)));
         drop(stays);
         let fds = removed.into_iter().map(|(_, fd)| fd);
-        close_detached(fds.chain(gone.into_iter().map(|h| h.fd)).collect());
+        let gone = gone.into_iter().map(|h| h.fd);
+        close_detached(fds.chain(gone).chain(self.close_later.drain(..)).collect());
     }
 }
 

@@ -15,6 +15,7 @@ use super::check::{self, Check};
 use super::command::Command;
 use super::error::{EnforceError, Layer, Outcome};
 use super::gate::Gate;
+use super::placeholders::MadeLater;
 use super::supervise::{self, Hop, Reap, supervise};
 
 /// The command and the caller's state, turned into what the children need, before any `fork`.
@@ -32,6 +33,10 @@ pub(super) struct Prepared {
     pub(super) gate: Option<Gate>,
     /// The caller's CPU affinity, which the command gets (see [`Prepared::run_beside`]).
     pub(super) affinity: Option<CpuSet>,
+    /// Masks shape: the inotify instance the guard watcher uses (`guard_watch.rs`), made by
+    /// the caller, whose copy is closed in the background once the sandbox has ended: the
+    /// last close of an instance with watches waits for an RCU grace period (milliseconds).
+    pub(super) guard_events: Option<OwnedFd>,
 }
 
 impl Prepared {
@@ -65,6 +70,7 @@ impl Prepared {
             caller_sigchld: None,
             gate: if gated { Some(Gate::new()?) } else { None },
             affinity: sched_getaffinity(Pid::from_raw(0)).ok(),
+            guard_events: None,
         })
     }
 
@@ -123,13 +129,15 @@ impl Prepared {
     }
 
     /// Once the sandbox's first process is started: runs `check` (if any) meanwhile and opens
-    /// or closes the gate, supervises the process, and reads what the sandbox reported.
+    /// or closes the gate, supervises the process, and reads what the sandbox reported
+    /// (placeholders made while it ran go to `made_later`, whatever the outcome).
     pub(super) fn conclude(
         &self,
         first: Result<Pid, EnforceError>,
         reader: OwnedFd,
         check: Option<Check<'_>>,
         hop: Hop,
+        made_later: &mut Vec<MadeLater>,
     ) -> Result<Outcome, EnforceError> {
         let refused = match check {
             Some(check) => {
@@ -144,7 +152,8 @@ impl Prepared {
         };
         let status = first.and_then(|child| supervise(child, Reap::Child, hop));
         let restored = self.restore_caller_signals();
-        let reports = channel::read_reports(reader);
+        let mut reports = channel::read_reports(reader);
+        made_later.append(&mut reports.placeholders);
         if let Some(refusal) = refused {
             return Err(refusal);
         }

@@ -3,6 +3,7 @@
 use std::os::fd::OwnedFd;
 
 use nix::errno::Errno;
+use nix::sys::inotify::{InitFlags, Inotify};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::waitpid;
 use nix::unistd::{Pid, getpid};
@@ -17,7 +18,7 @@ use super::placeholders::Placeholders;
 use super::prepared::Prepared;
 use super::spawn::{Parent, single_threaded, spawn, spawn_in_namespaces};
 use super::supervise::Hop;
-use crate::linux::plan::{Plan, Shape};
+use crate::linux::plan::{MountStep, Plan, Shape};
 
 /// The masks shape's processes, started before the plan is known.
 ///
@@ -47,6 +48,9 @@ impl Started {
     /// monitor, which makes PID 1) and returns at once.
     pub fn new(command: &Command) -> Result<Started, EnforceError> {
         let mut prepared = Prepared::new(command, true)?;
+        // Made before PID 1, which inherits it (close-on-exec: the command never has it). A
+        // failure here leaves the watcher to make its own, and to report a limit reached.
+        prepared.guard_events = Inotify::init(InitFlags::IN_CLOEXEC).ok().map(OwnedFd::from);
         let channel = Channel::new()?;
         let handoff = Handoff::new()?;
         prepared.block_caller_signals()?;
@@ -111,7 +115,7 @@ impl Started {
                 ),
             ));
         }
-        let placeholders = Placeholders::create(&plan.mounts)?;
+        let mut placeholders = Placeholders::create(&plan.mounts)?;
         self.handoff.send(plan)?;
         self.handed_over = true;
         let hop = Hop {
@@ -119,7 +123,20 @@ impl Started {
             parent_of_command: false,
         };
         let reader = self.reader.take().expect("read once");
-        let outcome = self.prepared.conclude(Ok(self.monitor), reader, check, hop);
+        let mut made_later = Vec::new();
+        let outcome = self
+            .prepared
+            .conclude(Ok(self.monitor), reader, check, hop, &mut made_later);
+        placeholders.adopt(made_later);
+        if let Some(events) = self.prepared.guard_events.take() {
+            let watched = plan
+                .mounts
+                .iter()
+                .any(|m| matches!(m, MountStep::Guard { .. }));
+            if watched {
+                placeholders.close_later(events);
+            }
+        }
         drop(placeholders);
         outcome
     }

@@ -64,8 +64,10 @@ pub(super) fn block() -> Result<SigSet, EnforceError> {
 pub(super) enum Reap {
     /// Only `child` (an ordinary parent must not steal other children's statuses).
     Child,
-    /// Every child that exits (PID 1: orphans are re-parented to us).
-    All,
+    /// Every child that exits (PID 1: orphans are re-parented to us). `sentinel`: a helper
+    /// that must outlive the child (the guard watcher, `guard_watch.rs`); its end, whatever
+    /// caused it, is an error and ends the wait.
+    All { sentinel: Option<Pid> },
 }
 
 /// Where a supervising process sits in the chain from the caller to the command.
@@ -137,9 +139,9 @@ fn catches(pid: Pid, sig: Signal) -> bool {
 
 /// Collects every exited child that is ready; returns `child`'s outcome once it is among them.
 fn reap_ready(child: Pid, reap: Reap) -> Result<Option<Outcome>, EnforceError> {
-    let target = match reap {
-        Reap::Child => Some(child),
-        Reap::All => None,
+    let (target, sentinel) = match reap {
+        Reap::Child => (Some(child), None),
+        Reap::All { sentinel } => (None, sentinel),
     };
     loop {
         match waitpid(target, Some(WaitPidFlag::WNOHANG)) {
@@ -149,6 +151,19 @@ fn reap_ready(child: Pid, reap: Reap) -> Result<Option<Outcome>, EnforceError> {
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
                 return Ok(Some(Outcome::Signaled(sig as i32)));
+            }
+            Ok(status @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _)))
+                if Some(pid) == sentinel =>
+            {
+                return Err(EnforceError::new(
+                    Layer::Masks,
+                    format!(
+                        "the autorun guard's watcher (process {pid}) ended while the command \
+                         ran ({status:?}): a guarded file a program outside replaces would \
+                         no longer be guarded again, so the sandbox is stopped"
+                    ),
+                )
+                .stopping());
             }
             // Another child (PID 1 reaping an orphan), or a state change we did not ask for.
             Ok(_) => continue,

@@ -431,12 +431,19 @@ impl<'a> Planner<'a> {
                     existed: true,
                     is_dir: false,
                     content: None,
+                    irreplaceable: true,
                 }),
                 Some(kind) => Some(MountStep::Guard {
                     path: path.clone(),
                     existed: true,
                     is_dir: kind == EntryKind::Dir,
                     content: placeholder_content.filter(|_| kind != EntryKind::Dir),
+                    // What stands in when it is gone is what its entry makes when it is
+                    // missing at launch, and only of the kind it is now.
+                    irreplaceable: !matches!(
+                        (&g.missing, kind),
+                        (Missing::Folder, EntryKind::Dir) | (Missing::File { .. }, EntryKind::File)
+                    ),
                 }),
                 None if !self.creatable(path)? => None,
                 None => match &g.missing {
@@ -445,12 +452,14 @@ impl<'a> Planner<'a> {
                         existed: false,
                         is_dir: true,
                         content: None,
+                        irreplaceable: false,
                     }),
                     Missing::File { content } => Some(MountStep::Guard {
                         path: path.clone(),
                         existed: false,
                         is_dir: false,
                         content: Some(content.clone()),
+                        irreplaceable: false,
                     }),
                     Missing::None => None,
                 },

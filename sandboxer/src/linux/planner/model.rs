@@ -555,6 +555,7 @@ mod tests {
             existed: true,
             is_dir: true,
             content: None,
+            irreplaceable: false,
         };
         let pin = |path: &str| MountStep::Pin {
             path: p(path),
