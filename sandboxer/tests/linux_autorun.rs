@@ -26,7 +26,8 @@ agentworks_test_user::live_scenarios!(
     repositories_outside_grants_are_guarded,
     the_guard_turned_off_guards_nothing,
     guarded_paths_replaced_outside_are_guarded_again,
-    a_sandbox_holding_a_replaced_file_open_is_stopped
+    a_sandbox_holding_a_replaced_file_open_is_stopped,
+    a_guarded_file_with_another_name_refuses_the_launch
 );
 
 /// A home with one path of each kind, owned by the runner.
@@ -600,6 +601,49 @@ fn a_sandbox_holding_a_replaced_file_open_is_stopped(r: &Runner) {
     assert!(
         t.contains(".tmux.conf") && t.contains("nothing may stand in"),
         "{t}"
+    );
+}
+
+/// A guarded dotfile that is a hard link of a file elsewhere in the home (a dotfile manager's
+/// way): the sandbox could write it through the other name, so the launch is refused (125,
+/// naming the gap and the file) and nothing runs; the control, the same home without the
+/// second name, runs. The escape itself, unconfined: writing the other name changes
+/// `~/.bashrc`.
+fn a_guarded_file_with_another_name_refuses_the_launch(r: &Runner) {
+    let h = home(r, "");
+    let ran = run(r, &h, true, "/bin/sh", &["-c", "echo RAN"]);
+    assert!(text(&ran).contains("RAN"), "control: {}", text(&ran));
+    fs::hard_link(h.home.join(".bashrc"), h.home.join("dotfiles/bashrc")).unwrap();
+    let refused = run(
+        r,
+        &h,
+        true,
+        "/bin/sh",
+        &["-c", "echo RAN >> \"$HOME/dotfiles/bashrc\""],
+    );
+    let t = text(&refused);
+    assert_eq!(refused.status.code(), Some(125), "as uid {}: {t}", r.uid);
+    assert!(
+        t.contains("autorun-hard-links") && t.contains(".bashrc"),
+        "{t}"
+    );
+    assert_eq!(
+        fs::read_to_string(h.home.join(".bashrc")).unwrap(),
+        "original\n",
+        "nothing ran"
+    );
+    let outside = run(
+        r,
+        &h,
+        false,
+        "/bin/sh",
+        &["-c", "echo RAN >> \"$HOME/dotfiles/bashrc\""],
+    );
+    assert!(outside.status.success(), "{}", text(&outside));
+    assert!(
+        fs::read_to_string(h.home.join(".bashrc"))
+            .unwrap()
+            .contains("RAN")
     );
 }
 

@@ -1242,6 +1242,32 @@ fn product_with_the_autorun_guard_plan_snapshot() {
     insta::assert_yaml_snapshot!("product_with_the_autorun_guard", (steps, &plan.gaps));
 }
 
+/// A guarded file with another name (a hard link, as some dotfile managers make): a mask keeps
+/// the path read-only, not the file, so the plan would let the sandbox write it through the
+/// other name. The breaking gap `autorun-hard-links` refuses it, naming the file; the same
+/// machine without the second name plans.
+#[test]
+fn a_guarded_file_with_another_name_is_refused() {
+    let mut opts = ResolveOptions::new(Target::Linux, PathBuf::from(HOME), false).unwrap();
+    opts.autorun = sandboxer::autorun::list::parse(
+        Target::Linux,
+        sandboxer::autorun::list::EMBEDDED,
+        "autorun.toml",
+        &env(),
+    )
+    .unwrap()
+    .entries;
+    let policy = Policy::from_toml(PRODUCT_LINUX, "product.toml", &opts).unwrap();
+    let mut linked = machine();
+    linked.links("/home/ada/.bashrc", 2);
+    let err = choose_with(&policy, &facts(7, true), &linked, Enforce::Auto).unwrap_err();
+    assert_eq!(err.id, RefusalId::GapsBreakPolicy, "{}", err.message);
+    assert_says(&err, "autorun-hard-links");
+    assert_says(&err, "/home/ada/.bashrc");
+    let plan = choose_with(&policy, &facts(7, true), &machine(), Enforce::Auto).unwrap();
+    assert!(!plan.gaps.iter().any(|g| g.id == "autorun-hard-links"));
+}
+
 /// Every entry of the embedded autorun list, missing on this machine or not, is read-only in
 /// the plan as the policy says: nothing can be written or deleted at a guarded file, nothing
 /// created in a guarded folder. The only exceptions are the entries that get no placeholder

@@ -114,6 +114,11 @@ pub enum MountStep {
         content: Option<String>,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         irreplaceable: bool,
+        /// A file's other names (hard links) at plan time: the guard keeps this path
+        /// read-only, not the file, which the sandbox could write through them. The gap
+        /// `autorun-hard-links` refuses such a plan.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        other_names: u64,
     },
 }
 
@@ -149,6 +154,10 @@ pub struct LandlockRule {
 
 fn folder() -> bool {
     true
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_false(b: &bool) -> bool {

@@ -167,6 +167,13 @@ fn autorun_report(
                  place, is not prevented"
                     .to_string(),
             );
+            cannot.push(
+                "a file inside a guarded folder, or a guarded program, that has another name \
+                 (a hard link: a build's output, pnpm's store) can be written through that \
+                 name; any other guarded file with another name refuses the launch \
+                 (autorun-hard-links)"
+                    .to_string(),
+            );
         }
     } else {
         cannot.push(

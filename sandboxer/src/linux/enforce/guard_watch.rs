@@ -450,6 +450,12 @@ fn writer_of(path: &Path) -> std::io::Result<Option<String>> {
             continue;
         }
         match process_writes(pid, path) {
+            // Only PID 1's own forks that never executed anything (the mask keeper, the
+            // command an instant before its `exec`) keep PID 1's memory, whose user namespace
+            // is the caller's, where this watcher holds no capability. Every process the
+            // command starts executed inside the sandbox's user namespace (or one beneath it),
+            // and is readable here even when it made itself not dumpable.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
             Ok(Some(how)) => {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
                 return Ok(Some(format!("process {pid} ({}), {how},", comm.trim_end())));
@@ -538,6 +544,7 @@ mod tests {
                 is_dir: true,
                 content: None,
                 irreplaceable: false,
+                other_names: 0,
             },
         ];
         let kept = kept(&plan_mounts);

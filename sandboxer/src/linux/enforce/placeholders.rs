@@ -107,10 +107,9 @@ impl Placeholders {
                 } => Some(content.clone().unwrap_or_default()),
                 _ => None,
             };
-            let guard_existing = matches!(step, MountStep::Guard { existed: true, .. });
             let mut held = false;
             for _ in 0..ATTEMPTS {
-                if placeholders.hold(path, file.as_deref(), guard_existing)? {
+                if placeholders.hold(path, file.as_deref())? {
                     held = true;
                     break;
                 }
@@ -161,13 +160,7 @@ impl Placeholders {
     /// that could remove it from under this one.
     /// `file`: the path is a guarded file (a placeholder of it holds this content), not a
     /// folder.
-    /// `guard_existing`: a guard step on a path that existed at plan time.
-    fn hold(
-        &mut self,
-        path: &Path,
-        file: Option<&str>,
-        guard_existing: bool,
-    ) -> Result<bool, EnforceError> {
+    fn hold(&mut self, path: &Path, file: Option<&str>) -> Result<bool, EnforceError> {
         let err = |what: &str, e: Errno| {
             EnforceError::os(
                 Layer::Placeholder,
@@ -194,11 +187,10 @@ impl Placeholders {
             ) => return Ok(true),
             Err(e) => return Err(err("opening it", e)),
         };
-        // A guarded path that is no placeholder (the person's own ~/.bashrc) is never removed
-        // by any launch: it needs no lock, and a home holds hundreds of guarded paths.
-        if guard_existing && !has_mark(&fd) {
-            return Ok(true);
-        }
+        // Locked even when it bears no mark: a placeholder another launch is making right now
+        // exists before its mark does, and a launch that skipped it would let its maker remove
+        // it from under this one's guard. The person's own ~/.bashrc is never removed by any
+        // launch (no mark), so its lock only costs a flock.
         sys::flock(&fd, libc::LOCK_SH).map_err(|e| err("flock", e))?;
         let locked = nix::sys::stat::fstat(&fd).map_err(|e| err("fstat", e))?;
         match nix::sys::stat::lstat(path) {

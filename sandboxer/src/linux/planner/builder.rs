@@ -176,6 +176,22 @@ impl<'a> Planner<'a> {
         Ok(kind)
     }
 
+    /// How many other names (hard links) the guarded file at `path` has: a mount keeps a
+    /// name read-only, and the sandbox could write the file through the others. Programs
+    /// (executable files) are left out: a build's output (cargo links `target/*/deps/NAME-HASH`
+    /// to `target/*/NAME`) and every file pnpm installs (links into its store) have other
+    /// names by design (docs/linux.md, "The autorun guard").
+    fn other_names(&self, path: &Path, kind: EntryKind) -> Result<u64, PlanError> {
+        if kind != EntryKind::File {
+            return Ok(0);
+        }
+        let (links, program) = self.fs.links(path).map_err(|source| PlanError::Fs {
+            path: path.into(),
+            source,
+        })?;
+        Ok(if program { 0 } else { links.saturating_sub(1) })
+    }
+
     fn not_symlink(&self, path: &Path, what: &str) -> Result<Option<EntryKind>, PlanError> {
         match self.kind(path)? {
             Some(EntryKind::Symlink) => Err(PlanError::Symlink {
@@ -432,6 +448,7 @@ impl<'a> Planner<'a> {
                     is_dir: false,
                     content: None,
                     irreplaceable: true,
+                    other_names: 0,
                 }),
                 Some(kind) => Some(MountStep::Guard {
                     path: path.clone(),
@@ -444,6 +461,7 @@ impl<'a> Planner<'a> {
                         (&g.missing, kind),
                         (Missing::Folder, EntryKind::Dir) | (Missing::File { .. }, EntryKind::File)
                     ),
+                    other_names: self.other_names(path, kind)?,
                 }),
                 None if !self.creatable(path)? => None,
                 None => match &g.missing {
@@ -453,6 +471,7 @@ impl<'a> Planner<'a> {
                         is_dir: true,
                         content: None,
                         irreplaceable: false,
+                        other_names: 0,
                     }),
                     Missing::File { content } => Some(MountStep::Guard {
                         path: path.clone(),
@@ -460,6 +479,7 @@ impl<'a> Planner<'a> {
                         is_dir: false,
                         content: Some(content.clone()),
                         irreplaceable: false,
+                        other_names: 0,
                     }),
                     Missing::None => None,
                 },

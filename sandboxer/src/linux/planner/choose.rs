@@ -194,6 +194,10 @@ fn refusal(
         }
         for g in &a.breaking {
             msg.push_str(&format!(" {}: gap {}: {}", a.shape, g.id, g.detail));
+            if !g.paths.is_empty() {
+                let at: Vec<String> = g.paths.iter().map(|p| p.display().to_string()).collect();
+                msg.push_str(&format!(" (at {})", at.join(", ")));
+            }
             if !g.detail.ends_with('.') {
                 msg.push('.');
             }

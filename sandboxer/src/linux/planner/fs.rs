@@ -28,6 +28,9 @@ pub trait FsView {
     fn list(&self, dir: &Path) -> io::Result<Vec<(PathBuf, EntryKind)>>;
     /// Whether this process may create entries in the existing folder `dir`.
     fn writable(&self, dir: &Path) -> bool;
+    /// How many names (hard links) the file at `path` has, itself included, and whether
+    /// anyone may execute it (a program).
+    fn links(&self, path: &Path) -> io::Result<(u64, bool)>;
 }
 
 /// This machine's filesystem.
@@ -81,6 +84,17 @@ impl FsView for HostFs {
     fn writable(&self, _dir: &Path) -> bool {
         false
     }
+
+    #[cfg(unix)]
+    fn links(&self, path: &Path) -> io::Result<(u64, bool)> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(path).map(|m| (m.nlink(), m.mode() & 0o111 != 0))
+    }
+
+    #[cfg(not(unix))]
+    fn links(&self, _path: &Path) -> io::Result<(u64, bool)> {
+        Ok((1, false))
+    }
 }
 
 /// An in-memory tree: for tests, and for planning against a described machine. `/` always
@@ -89,6 +103,8 @@ impl FsView for HostFs {
 pub struct MemFs {
     entries: BTreeMap<PathBuf, EntryKind>,
     read_only: BTreeSet<PathBuf>,
+    /// Files with more than one name, and how many.
+    links: BTreeMap<PathBuf, u64>,
 }
 
 impl MemFs {
@@ -114,6 +130,12 @@ impl MemFs {
 
     pub fn file(&mut self, path: impl AsRef<Path>) -> &mut MemFs {
         self.add(path, EntryKind::File)
+    }
+
+    /// Gives the file at `path` `names` names in all (hard links), itself included.
+    pub fn links(&mut self, path: impl AsRef<Path>, names: u64) -> &mut MemFs {
+        self.links.insert(path.as_ref().to_path_buf(), names);
+        self
     }
 
     /// Marks the folder `dir` as not writable by this process.
@@ -142,5 +164,9 @@ impl FsView for MemFs {
 
     fn writable(&self, dir: &Path) -> bool {
         !self.read_only.contains(dir)
+    }
+
+    fn links(&self, path: &Path) -> io::Result<(u64, bool)> {
+        Ok((self.links.get(path).copied().unwrap_or(1), false))
     }
 }

@@ -71,6 +71,9 @@ pub enum GapKind {
     /// placeholder may stand (`missing = "none"`: any new file changes what happens) or can be
     /// made.
     AutorunUnmasked,
+    /// A guarded file with other names (hard links): a mask keeps a path read-only, not the
+    /// file, and the sandbox could write it through another name.
+    AutorunHardLinks,
     /// Landlock-only: guarded paths are not enforced (Landlock could only by narrowing every
     /// folder above them).
     AutorunLandlockOnly,
@@ -160,6 +163,7 @@ impl GapKind {
             GapKind::AbsentWaysOut => "absent-ways-out",
             GapKind::AbsentOutOfReach => "absent-out-of-reach",
             GapKind::AutorunUnmasked => "autorun-unmasked",
+            GapKind::AutorunHardLinks => "autorun-hard-links",
             GapKind::AutorunLandlockOnly => "autorun-landlock-only",
             GapKind::AutorunRepositoriesBeyond => "autorun-repositories-beyond",
             GapKind::Unenforced => "unenforced",
@@ -199,6 +203,7 @@ impl GapKind {
             GapKind::PathnameSockets
                 | GapKind::Unenforced
                 | GapKind::AutorunLandlockOnly
+                | GapKind::AutorunHardLinks
                 | GapKind::NetworkNotIsolated
                 | GapKind::AbstractUnixSockets
                 | GapKind::Signals
@@ -242,6 +247,13 @@ impl GapKind {
                  launch and this user cannot create them (their nearest folder is not \
                  writable): nothing masks them; if a more privileged process creates one later, \
                  its content is not hidden from this sandbox until the next launch"
+                .into(),
+            GapKind::AutorunHardLinks => "these guarded files have other names (hard \
+                 links): the guard keeps a path read-only, not the file, so the sandbox could \
+                 write it through another name, and a program outside would run what it wrote. \
+                 The policy asks for the guard, so this plan is refused. Make each other name a \
+                 symlink or a copy (`find ~ -samefile FILE` lists them), or turn the guard off \
+                 for this policy ([autorun] guard = false)"
                 .into(),
             GapKind::AutorunUnmasked => "these guarded paths are not read-only in this sandbox: \
                  missing at launch where any new file would change what happens (so no \
@@ -610,6 +622,19 @@ pub(super) fn analyze(
     }
     for (kind, paths) in guard_gaps(plan, &steps, policy) {
         found.entry(kind).or_default().extend(paths);
+    }
+    let linked: std::collections::BTreeSet<PathBuf> = plan
+        .mounts
+        .iter()
+        .filter_map(|m| match m {
+            MountStep::Guard {
+                path, other_names, ..
+            } if *other_names > 0 => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
+    if !linked.is_empty() {
+        found.insert(GapKind::AutorunHardLinks, linked);
     }
     if policy.autorun.repositories_scanned {
         // Whenever repositories were looked for: one made while the sandbox runs is never

@@ -556,6 +556,7 @@ mod tests {
             is_dir: true,
             content: None,
             irreplaceable: false,
+            other_names: 0,
         };
         let pin = |path: &str| MountStep::Pin {
             path: p(path),
