@@ -7,8 +7,10 @@
 //! another, on the way out of every launch in a fresh home (docs/performance.md). Nothing is
 //! reachable by then; only the freeing is left, so it is handed to a grandchild: a child
 //! closes every other descriptor, starts the grandchild and exits; the grandchild holds the
-//! descriptors until its parent is gone (so that the last close is always its), then exits,
-//! and init reaps it. The caller waits only for the child.
+//! descriptors until the caller has closed its own copies (the end of a pipe only the caller
+//! writes to: so that the last close is always the grandchild's), then exits, and init reaps
+//! it. The caller waits only for the child. The same holds for the guard watcher's inotify
+//! instance, whose last close waits for an RCU grace period.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -18,8 +20,15 @@ pub(super) fn close_detached(fds: Vec<OwnedFd>) {
     if fds.is_empty() {
         return;
     }
+    // The grandchild waits for the end of this pipe, which comes once the caller has closed
+    // its copies (only the caller holds the writing end).
+    let Ok((caller_done, writer)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
+        drop(fds);
+        return;
+    };
     let mut keep: Vec<libc::c_uint> = fds
         .iter()
+        .chain([&caller_done])
         .map(|fd| fd.as_raw_fd() as libc::c_uint)
         .collect();
     keep.sort_unstable();
@@ -28,11 +37,14 @@ pub(super) fn close_detached(fds: Vec<OwnedFd>) {
     // only system calls and never returns into the caller's frames.
     let pid = unsafe { libc::syscall(libc::SYS_clone, 0 as libc::c_ulong, 0, 0, 0, 0) };
     match pid {
-        0 => child(&keep),
+        0 => child(&keep, caller_done.as_raw_fd()),
         -1 => drop(fds),
         pid => {
-            // The child holds copies now: these closes are never the last.
+            // The grandchild holds copies until the writer is closed: these closes are never
+            // the last.
             drop(fds);
+            drop(writer);
+            drop(caller_done);
             let mut status = 0;
             // SAFETY: waits for the child just made; `__WALL` because it sends no signal.
             while unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::__WALL) } == -1
@@ -42,8 +54,9 @@ pub(super) fn close_detached(fds: Vec<OwnedFd>) {
     }
 }
 
-/// The child: keeps only `keep` (sorted), starts the grandchild, exits.
-fn child(keep: &[libc::c_uint]) -> ! {
+/// The child: keeps only `keep` (sorted), starts the grandchild, exits. The grandchild waits
+/// for the end of `caller_done`.
+fn child(keep: &[libc::c_uint], caller_done: libc::c_int) -> ! {
     // SAFETY: raw system calls on descriptors this process owns; it ends with `_exit`.
     unsafe {
         let mut from = 0;
@@ -54,14 +67,9 @@ fn child(keep: &[libc::c_uint]) -> ! {
             from = fd + 1;
         }
         libc::close_range(from, libc::c_uint::MAX, 0);
-        // The grandchild reads until the child, the pipe's only writer, has exited.
-        let mut pipe = [-1; 2];
-        if libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) == 0
-            && libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) == 0
-        {
-            libc::close(pipe[1]);
+        if libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) == 0 {
             let mut byte = 0u8;
-            while libc::read(pipe[0], (&raw mut byte).cast(), 1) == -1
+            while libc::read(caller_done, (&raw mut byte).cast(), 1) == -1
                 && *libc::__errno_location() == libc::EINTR
             {}
         }

@@ -107,9 +107,10 @@ impl Placeholders {
                 } => Some(content.clone().unwrap_or_default()),
                 _ => None,
             };
+            let guard_existing = matches!(step, MountStep::Guard { existed: true, .. });
             let mut held = false;
             for _ in 0..ATTEMPTS {
-                if placeholders.hold(path, file.as_deref())? {
+                if placeholders.hold(path, file.as_deref(), guard_existing)? {
                     held = true;
                     break;
                 }
@@ -160,7 +161,13 @@ impl Placeholders {
     /// that could remove it from under this one.
     /// `file`: the path is a guarded file (a placeholder of it holds this content), not a
     /// folder.
-    fn hold(&mut self, path: &Path, file: Option<&str>) -> Result<bool, EnforceError> {
+    /// `guard_existing`: a guard step on a path that existed at plan time.
+    fn hold(
+        &mut self,
+        path: &Path,
+        file: Option<&str>,
+        guard_existing: bool,
+    ) -> Result<bool, EnforceError> {
         let err = |what: &str, e: Errno| {
             EnforceError::os(
                 Layer::Placeholder,
@@ -187,10 +194,16 @@ impl Placeholders {
             ) => return Ok(true),
             Err(e) => return Err(err("opening it", e)),
         };
-        // Locked even when it bears no mark: a placeholder another launch is making right now
-        // exists before its mark does, and a launch that skipped it would let its maker remove
-        // it from under this one's guard. The person's own ~/.bashrc is never removed by any
-        // launch (no mark), so its lock only costs a flock.
+        // A guarded path that is no placeholder (the person's own ~/.bashrc) is never removed
+        // by any launch: it needs no lock, and a home holds hundreds of guarded paths (a lock
+        // held on each while the sandbox runs cost a dispatcher launch milliseconds at its
+        // end). But a placeholder another launch is making right now exists before its mark
+        // does, and skipping it would let its maker remove it from under this launch's guard:
+        // so what could be one (a file no longer than a placeholder's content, an empty
+        // folder) is locked, marked or not.
+        if guard_existing && !has_mark(&fd) && !may_be_placeholder(&fd, file) {
+            return Ok(true);
+        }
         sys::flock(&fd, libc::LOCK_SH).map_err(|e| err("flock", e))?;
         let locked = nix::sys::stat::fstat(&fd).map_err(|e| err("fstat", e))?;
         match nix::sys::stat::lstat(path) {
@@ -496,6 +509,18 @@ impl Drop for Placeholders {
         let fds = removed.into_iter().map(|(_, fd)| fd);
         let gone = gone.into_iter().map(|h| h.fd);
         close_detached(fds.chain(gone).chain(self.close_later.drain(..)).collect());
+    }
+}
+
+/// Whether the open file or folder `fd` could be a placeholder a launch is making (its mark
+/// comes last): a file no longer than a placeholder of it holds, or an empty folder.
+fn may_be_placeholder(fd: &OwnedFd, file: Option<&str>) -> bool {
+    match file {
+        Some(content) => {
+            nix::sys::stat::fstat(fd).is_ok_and(|st| st.st_size as u64 <= content.len() as u64)
+        }
+        None => std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .is_ok_and(|mut entries| entries.next().is_none()),
     }
 }
 
