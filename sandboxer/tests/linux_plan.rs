@@ -1177,15 +1177,13 @@ fn explain_of_a_refused_policy_is_no_disagreement() {
     assert!(!why.contains("DISAGREES"), "{why}");
 }
 
-/// The product's policy with the embedded autorun list on the small machine: every guarded
-/// path becomes a guard step (a placeholder where it is missing and its entry says what stands
-/// in), the folders above fixed entries are pinned, and the entries that get no placeholder
-/// are the non-breaking gap `autorun-unmasked`.
-#[test]
-fn product_with_the_autorun_guard_plan_snapshot() {
+/// The product's Linux policy with the embedded autorun list (and the ways-out list).
+fn product_with_autorun(ways_out: bool) -> Policy {
     let mut opts = ResolveOptions::new(Target::Linux, PathBuf::from(HOME), false).unwrap();
-    opts.ways_out =
-        ways_out::expand(Target::Linux, ways_out::embedded(Target::Linux), &env()).unwrap();
+    if ways_out {
+        opts.ways_out =
+            ways_out::expand(Target::Linux, ways_out::embedded(Target::Linux), &env()).unwrap();
+    }
     opts.autorun = sandboxer::autorun::list::parse(
         Target::Linux,
         sandboxer::autorun::list::EMBEDDED,
@@ -1194,7 +1192,16 @@ fn product_with_the_autorun_guard_plan_snapshot() {
     )
     .unwrap()
     .entries;
-    let policy = Policy::from_toml(PRODUCT_LINUX, "product.toml", &opts).unwrap();
+    Policy::from_toml(PRODUCT_LINUX, "product.toml", &opts).unwrap()
+}
+
+/// The product's policy with the embedded autorun list on the small machine: every guarded
+/// path becomes a guard step (a placeholder where it is missing and its entry says what stands
+/// in), the folders above fixed entries are pinned, and the entries that get no placeholder
+/// are the non-breaking gap `autorun-unmasked`.
+#[test]
+fn product_with_the_autorun_guard_plan_snapshot() {
+    let policy = product_with_autorun(true);
     let plan = choose_with(&policy, &facts(7, true), &machine(), Enforce::Auto).unwrap();
     assert_eq!(plan.shape, Shape::Masks);
     use Verdict::*;
@@ -1248,16 +1255,7 @@ fn product_with_the_autorun_guard_plan_snapshot() {
 /// machine without the second name plans.
 #[test]
 fn a_guarded_file_with_another_name_is_refused() {
-    let mut opts = ResolveOptions::new(Target::Linux, PathBuf::from(HOME), false).unwrap();
-    opts.autorun = sandboxer::autorun::list::parse(
-        Target::Linux,
-        sandboxer::autorun::list::EMBEDDED,
-        "autorun.toml",
-        &env(),
-    )
-    .unwrap()
-    .entries;
-    let policy = Policy::from_toml(PRODUCT_LINUX, "product.toml", &opts).unwrap();
+    let policy = product_with_autorun(false);
     let mut linked = machine();
     linked.links("/home/ada/.bashrc", 2);
     let err = choose_with(&policy, &facts(7, true), &linked, Enforce::Auto).unwrap_err();

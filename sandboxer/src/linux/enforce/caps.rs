@@ -12,10 +12,32 @@
 //! `PR_CAPBSET_DROP` per capability the kernel knows, one to clear the ambient set, and
 //! `capget`/`capset` for the others.
 
-use caps::{CapSet, Capability};
+use caps::{CapSet, Capability, CapsHashSet};
 use nix::errno::Errno;
+use nix::sys::prctl;
+use nix::sys::signal::Signal;
 
 use super::error::{EnforceError, Layer};
+
+/// A helper process PID 1 forks (the mask keeper, the guard watcher): dies with PID 1, keeps
+/// only `only` of its capabilities in the sandbox's user namespace (none to pass on), and is
+/// not dumpable, so that nothing in the sandbox may open its `/proc` entries. `who` names it
+/// in errors.
+pub(super) fn helper_keeping(who: &str, only: &[Capability]) -> Result<(), EnforceError> {
+    let os = |what: &str, e: Errno| {
+        EnforceError::os(Layer::Capabilities, format_args!("{who}: {what}"), e)
+    };
+    let err = |e: caps::errors::CapsError| {
+        EnforceError::new(Layer::Capabilities, format!("{who}: capabilities: {e}"))
+    };
+    prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| os("PR_SET_PDEATHSIG", e))?;
+    let only: CapsHashSet = only.iter().copied().collect();
+    caps::clear(None, CapSet::Ambient).map_err(err)?;
+    caps::clear(None, CapSet::Inheritable).map_err(err)?;
+    caps::set(None, CapSet::Effective, &only).map_err(err)?;
+    caps::set(None, CapSet::Permitted, &only).map_err(err)?;
+    prctl::set_dumpable(false).map_err(|e| os("PR_SET_DUMPABLE", e))
+}
 
 pub(super) fn drop_all() -> Result<(), EnforceError> {
     let err = |what: &str, e: caps::errors::CapsError| {

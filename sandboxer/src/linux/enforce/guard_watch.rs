@@ -39,7 +39,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use caps::{CapSet, Capability, CapsHashSet};
+use caps::Capability;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
@@ -217,18 +217,12 @@ fn read_kept(from: OwnedFd) -> Result<Vec<Kept>, EnforceError> {
 /// Dies with PID 1; keeps only what mounting and reading the sandbox's processes need; not
 /// dumpable; named `guard-watcher`.
 fn setup() -> Result<(), EnforceError> {
-    prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| os_err("PR_SET_PDEATHSIG", e))?;
     // Named apart from PID 1 and the mask keeper in `ps`.
     let _ = prctl::set_name(c"guard-watcher");
-    let only: CapsHashSet = [Capability::CAP_SYS_ADMIN, Capability::CAP_SYS_PTRACE]
-        .into_iter()
-        .collect();
-    let cap_err = |e: caps::errors::CapsError| err(format_args!("capabilities: {e}"));
-    caps::clear(None, CapSet::Ambient).map_err(cap_err)?;
-    caps::clear(None, CapSet::Inheritable).map_err(cap_err)?;
-    caps::set(None, CapSet::Effective, &only).map_err(cap_err)?;
-    caps::set(None, CapSet::Permitted, &only).map_err(cap_err)?;
-    prctl::set_dumpable(false).map_err(|e| os_err("PR_SET_DUMPABLE", e))
+    super::caps::helper_keeping(
+        "autorun guard watcher",
+        &[Capability::CAP_SYS_ADMIN, Capability::CAP_SYS_PTRACE],
+    )
 }
 
 struct Watcher<'a> {

@@ -38,10 +38,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use caps::{CapSet, Capability, CapsHashSet};
+use caps::Capability;
 use nix::errno::Errno;
-use nix::sys::prctl;
-use nix::sys::signal::Signal;
 use nix::sys::stat::{SFlag, fstat};
 
 use super::error::{EnforceError, Layer};
@@ -193,14 +191,7 @@ pub(super) fn start(
 
 /// The keeper's own hardening: dies with PID 1, keeps `CAP_SYS_ADMIN` alone, not dumpable.
 fn keeper_setup() -> Result<(), EnforceError> {
-    prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| os_err("PR_SET_PDEATHSIG", e))?;
-    let only: CapsHashSet = [Capability::CAP_SYS_ADMIN].into_iter().collect();
-    let cap_err = |e: caps::errors::CapsError| err(format_args!("capabilities: {e}"));
-    caps::clear(None, CapSet::Ambient).map_err(cap_err)?;
-    caps::clear(None, CapSet::Inheritable).map_err(cap_err)?;
-    caps::set(None, CapSet::Effective, &only).map_err(cap_err)?;
-    caps::set(None, CapSet::Permitted, &only).map_err(cap_err)?;
-    prctl::set_dumpable(false).map_err(|e| os_err("PR_SET_DUMPABLE", e))
+    super::caps::helper_keeping("mask keeper", &[Capability::CAP_SYS_ADMIN])
 }
 
 /// Step 4: answers requests, one per connection, until the sandbox ends.
