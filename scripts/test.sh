@@ -10,4 +10,5 @@ bash scripts/install-mcp-inspector.sh # a real MCP client for the bridge tests
 bash scripts/install-apparmor-parser.sh # checks the AppArmor profile's syntax (never loaded)
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+bash scripts/check-macos-build.sh     # the Mac build still type-checks (no Mac runs here)
 cargo nextest run --workspace --locked --profile ci

@@ -97,11 +97,22 @@ impl Confiner {
 
     /// How `policy` would be confined here, or why it cannot be.
     #[cfg(not(target_os = "linux"))]
-    pub fn check(&mut self, _policy: &Policy) -> Result<Confinement, Refusal> {
+    pub fn check(&mut self, policy: &Policy) -> Result<Confinement, Refusal> {
         if cfg!(target_os = "macos") {
             crate::macos::detect()
                 .can_confine()
                 .map_err(Refusal::Unavailable)?;
+            let linked = policy.guarded_files_with_other_names();
+            if !linked.is_empty() {
+                let at: Vec<String> = linked.iter().map(|p| p.display().to_string()).collect();
+                return Err(Refusal::Unavailable(format!(
+                    "autorun-hard-links: these guarded files have other names (hard links), \
+                     through which the sandbox could write them: {}. Make each other name a \
+                     symlink or a copy (`find ~ -samefile FILE` lists them), or turn the \
+                     guard off for this policy ([autorun] guard = false)",
+                    at.join(", ")
+                )));
+            }
             Ok(Confinement::Seatbelt)
         } else {
             Err(Refusal::Unavailable(

@@ -90,7 +90,7 @@ pub fn run(s: Spawn<'_>) -> Result<Ran, ContractError> {
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())

@@ -110,3 +110,68 @@ impl Policy {
 fn is_git(name: &std::ffi::OsStr) -> bool {
     spelling::same_name(name, ".git".as_ref())
 }
+
+impl Policy {
+    /// The guarded files that have another name (a hard link) and are not programs: the guard
+    /// keeps a path, not the file, so the sandbox could write them through the other name. The
+    /// Linux planner finds the same through its view of the file system (the breaking gap
+    /// `autorun-hard-links`); the macOS launch refuses on these. Programs (executable files)
+    /// are left out on both: a build's output and pnpm's installs have other names by design.
+    pub fn guarded_files_with_other_names(&self) -> Vec<PathBuf> {
+        other_names(self.guarded.iter().map(|g| g.path.as_path()))
+    }
+}
+
+#[cfg(unix)]
+fn other_names<'p>(paths: impl Iterator<Item = &'p Path>) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    paths
+        .filter(|p| {
+            std::fs::symlink_metadata(p)
+                .is_ok_and(|m| m.file_type().is_file() && m.nlink() > 1 && m.mode() & 0o111 == 0)
+        })
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+#[cfg(not(unix))]
+fn other_names<'p>(_paths: impl Iterator<Item = &'p Path>) -> Vec<PathBuf> {
+    Vec::new()
+}
+
+#[cfg(all(test, unix))]
+mod other_names_tests {
+    use super::*;
+
+    /// A file with a second name counts, with its control (the same file alone does not); a
+    /// program, a folder, a symlink and a missing path never do.
+    #[test]
+    fn only_files_with_another_name_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let alone = d.join("alone");
+        let linked = d.join("linked");
+        let program = d.join("program");
+        std::fs::write(&alone, "x").unwrap();
+        std::fs::write(&linked, "x").unwrap();
+        std::fs::hard_link(&linked, d.join("other-name")).unwrap();
+        std::fs::write(&program, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            &program,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::hard_link(&program, d.join("program-other")).unwrap();
+        std::os::unix::fs::symlink(&linked, d.join("link")).unwrap();
+        let paths = [
+            alone.clone(),
+            linked.clone(),
+            program,
+            d.to_path_buf(),
+            d.join("link"),
+            d.join("missing"),
+        ];
+        assert_eq!(other_names(paths.iter().map(PathBuf::as_path)), [linked]);
+        assert!(other_names([alone.as_path()].into_iter()).is_empty());
+    }
+}
