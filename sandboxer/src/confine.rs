@@ -107,10 +107,9 @@ impl Confiner {
                 let at: Vec<String> = linked.iter().map(|p| p.display().to_string()).collect();
                 return Err(Refusal::Unavailable(format!(
                     "autorun-hard-links: these guarded files have other names (hard links), \
-                     through which the sandbox could write them: {}. Make each other name a \
-                     symlink or a copy (`find ~ -samefile FILE` lists them), or turn the \
-                     guard off for this policy ([autorun] guard = false)",
-                    at.join(", ")
+                     through which the sandbox could write them: {}. {}",
+                    at.join(", "),
+                    crate::policy::HARD_LINKS_FIX
                 )));
             }
             Ok(Confinement::Seatbelt)

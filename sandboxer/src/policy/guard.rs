@@ -111,6 +111,11 @@ fn is_git(name: &std::ffi::OsStr) -> bool {
     spelling::same_name(name, ".git".as_ref())
 }
 
+/// What to do about a guarded file with another name (`autorun-hard-links`), on either
+/// platform.
+pub const HARD_LINKS_FIX: &str = "Make each other name a symlink or a copy (`find ~ -samefile \
+     FILE` lists them), or turn the guard off for this policy ([autorun] guard = false)";
+
 impl Policy {
     /// The guarded files that have another name (a hard link) and are not programs: the guard
     /// keeps a path, not the file, so the sandbox could write them through the other name. The

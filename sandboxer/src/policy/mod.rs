@@ -30,6 +30,7 @@ pub use document::{
     AutorunSection, ClosedSection, GrantRule, GuardRule, LaunchersSection, LinuxSection,
     MacosSection, NetworkSection, PathRule, PolicyDocument, Spanned, written,
 };
+pub use guard::HARD_LINKS_FIX;
 pub use launchers::{LauncherPath, LauncherSet, MachName};
 pub use load::{PolicyError, default_policy};
 pub use lookup::Lookup;

@@ -55,6 +55,7 @@ use super::error::{EnforceError, Layer, StepError};
 use super::prepared::Prepared;
 use super::{mounts, placeholders, sys};
 use crate::linux::plan::{MountStep, Plan};
+use crate::paths::{strictly_within, within};
 
 /// What the watcher keeps in place, in the plan's order (pins before the guards beneath).
 #[derive(Debug, Serialize, Deserialize)]
@@ -116,9 +117,7 @@ fn kept(mounts: &[MountStep]) -> Vec<Kept> {
     mounts
         .iter()
         .filter_map(|m| match m {
-            MountStep::Pin { path, .. }
-                if guards.iter().any(|g| g.starts_with(path) && *g != path) =>
-            {
+            MountStep::Pin { path, .. } if guards.iter().any(|g| strictly_within(g, path)) => {
                 Some(Kept::Pin(path.clone()))
             }
             MountStep::Guard {
@@ -155,13 +154,10 @@ pub(super) fn fork(
 ) -> Result<Early, EnforceError> {
     let (from_pid1, kept_to) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| os_err("pipe2", e))?;
-    // SAFETY: a plain fork by raw system call, as for the mask keeper (keeper.rs): PID 1 is
-    // single-threaded and may itself come from a raw `clone`. The child never returns into
-    // the caller's frames.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
-    match pid {
-        -1 => Err(os_err("fork", Errno::last())),
-        0 => {
+    // SAFETY: PID 1 is single-threaded; the child ends with `_exit` below.
+    match unsafe { sys::fork_raw() } {
+        Err(e) => Err(os_err("fork", e)),
+        Ok(None) => {
             drop(kept_to);
             p.own_affinity();
             let watched = setup().and_then(|()| read_kept(from_pid1));
@@ -180,8 +176,8 @@ pub(super) fn fork(
             // SAFETY: ends the watcher without running the caller's exit handlers.
             unsafe { libc::_exit(125) }
         }
-        pid => Ok(Early {
-            pid: Pid::from_raw(pid as libc::pid_t),
+        Ok(Some(pid)) => Ok(Early {
+            pid: Pid::from_raw(pid),
             kept_to,
         }),
     }
@@ -461,10 +457,6 @@ fn writer_of(path: &Path) -> std::io::Result<Option<String>> {
         }
     }
     Ok(None)
-}
-
-fn within(target: &Path, path: &Path) -> bool {
-    target.starts_with(path)
 }
 
 /// Each thread's descriptor table (a thread may have unshared its own) and the mappings.

@@ -162,13 +162,10 @@ pub(super) fn start(
         listener,
         alive,
     } = reg;
-    // SAFETY: a plain fork by raw system call (no new stack, no TLS): PID 1 is single-threaded
-    // and may itself come from a raw `clone`, where glibc's own `fork` bookkeeping may be
-    // stale. The child never returns into the caller's frames.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
-    match pid {
-        -1 => Err(os_err("fork", Errno::last())),
-        0 => {
+    // SAFETY: PID 1 is single-threaded; the child ends with `_exit` below.
+    match unsafe { sys::fork_raw() } {
+        Err(e) => Err(os_err("fork", e)),
+        Ok(None) => {
             // The registry lock is PID 1's to release; the keeper must not hold it.
             drop(registry_lock);
             let code = match keeper_setup() {
@@ -181,7 +178,7 @@ pub(super) fn start(
             // SAFETY: ends the keeper without running the caller's exit handlers.
             unsafe { libc::_exit(code) }
         }
-        _ => {
+        Ok(Some(_)) => {
             drop(listener);
             drop(registry_lock);
             Ok(alive)

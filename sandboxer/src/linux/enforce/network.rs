@@ -80,8 +80,8 @@ pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Handoff>, Enf
     // ([`Handoff::watch`]). A proxy that answers but does not take them fails the launch.
     let connection = match hand_over(&via, &listeners) {
         Ok(c) => Some(c),
-        Err(HandOver::Away(_)) => None,
-        Err(HandOver::Connect(e) | HandOver::Refused(e)) => {
+        Err(HandOver::Away) => None,
+        Err(HandOver::Failed(e)) => {
             return Err(EnforceError::new(
                 Layer::Network,
                 format!(
@@ -104,32 +104,20 @@ pub(super) fn isolate(plan: Option<&NetworkPlan>) -> Result<Option<Handoff>, Enf
 /// Why a handoff did not happen.
 enum HandOver {
     /// Nobody listens on the socket (`ECONNREFUSED`): the proxy is away.
-    Away(String),
-    /// The socket could not be reached otherwise.
-    Connect(String),
-    /// A proxy answered and did not take the listeners.
-    Refused(String),
-}
-
-impl std::fmt::Display for HandOver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HandOver::Away(e) | HandOver::Connect(e) | HandOver::Refused(e) => f.write_str(e),
-        }
-    }
+    Away,
+    /// The socket could not be reached otherwise, or a proxy answered and did not take the
+    /// listeners.
+    Failed(String),
 }
 
 /// Connects to the proxy and hands it `listeners`; the connection, to be held.
 fn hand_over(via: &Path, listeners: &[(TcpListener, Carry)]) -> Result<UnixStream, HandOver> {
-    let connection = UnixStream::connect(via).map_err(|e| {
-        let why = format!("connecting to its socket: {e}");
-        match e.kind() {
-            io::ErrorKind::ConnectionRefused => HandOver::Away(why),
-            _ => HandOver::Connect(why),
-        }
+    let connection = UnixStream::connect(via).map_err(|e| match e.kind() {
+        io::ErrorKind::ConnectionRefused => HandOver::Away,
+        _ => HandOver::Failed(format!("connecting to its socket: {e}")),
     })?;
     let handed: Vec<(&TcpListener, Carry)> = listeners.iter().map(|(l, c)| (l, *c)).collect();
-    handoff::hand_over(&connection, &handed).map_err(|e| HandOver::Refused(e.to_string()))?;
+    handoff::hand_over(&connection, &handed).map_err(|e| HandOver::Failed(e.to_string()))?;
     Ok(connection)
 }
 

@@ -175,13 +175,7 @@ impl Placeholders {
                 e,
             )
         };
-        let c_path = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| err("the path contains NUL", Errno::EINVAL))?;
-        let flags = match file {
-            Some(_) => libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
-            None => libc::O_RDONLY | libc::O_DIRECTORY,
-        };
-        let fd = match sys::open_no_symlinks(Dir::Cwd, &c_path, flags) {
+        let fd = match open_to_lock(path, file.is_some()) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) => return Ok(false),
             Err(
@@ -306,7 +300,7 @@ pub(super) fn stand_in(
         let at = m
             .parent
             .join(std::ffi::OsStr::from_bytes(m.name.as_bytes()));
-        if let Some(fd) = open_to_lock(&at, m.content.is_some()) {
+        if let Ok(fd) = open_to_lock(&at, m.content.is_some()) {
             let _ = sys::flock(&fd, libc::LOCK_SH);
             locks.push(fd);
         }
@@ -324,15 +318,15 @@ pub(super) fn stand_in(
     Ok((reports, locks))
 }
 
-/// Opens a placeholder to lock it: a file read-only, a folder as a folder; no symlinks.
-fn open_to_lock(path: &Path, file: bool) -> Option<OwnedFd> {
-    let c_path = CString::new(path.as_os_str().as_bytes()).ok()?;
+/// Opens a masked path to lock it: a file read-only, a folder as a folder; no symlinks.
+fn open_to_lock(path: &Path, file: bool) -> Result<OwnedFd, Errno> {
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
     let flags = if file {
         libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK
     } else {
         libc::O_RDONLY | libc::O_DIRECTORY
     };
-    sys::open_no_symlinks(Dir::Cwd, &c_path, flags).ok()
+    sys::open_no_symlinks(Dir::Cwd, &c_path, flags)
 }
 
 impl Placeholders {
@@ -353,7 +347,7 @@ impl Placeholders {
                 continue;
             };
             let path = parent.join(std::ffi::OsStr::from_bytes(name.as_bytes()));
-            let Some(fd) = open_to_lock(&path, m.content.is_some()) else {
+            let Ok(fd) = open_to_lock(&path, m.content.is_some()) else {
                 continue;
             };
             let same =

@@ -44,6 +44,24 @@ impl Dir<'_> {
     }
 }
 
+/// A plain fork by raw system call (no new stack, no TLS, `SIGCHLD` to the parent), for PID 1's
+/// helper processes: PID 1 is single-threaded and may itself come from a raw `clone`, where
+/// glibc's own `fork` bookkeeping may be stale. `None` in the child, the child's pid in the
+/// parent.
+///
+/// # Safety
+/// The caller must be single-threaded, and the child must never return into the caller's
+/// frames (it ends with `_exit`).
+pub(super) unsafe fn fork_raw() -> Result<Option<libc::pid_t>, Errno> {
+    // SAFETY: the caller's contract above.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
+    match pid {
+        -1 => Err(Errno::last()),
+        0 => Ok(None),
+        pid => Ok(Some(pid as libc::pid_t)),
+    }
+}
+
 /// `openat2(dir, path, flags, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`.
 pub(super) fn open_no_symlinks(
     dir: Dir,

@@ -248,13 +248,13 @@ impl GapKind {
                  writable): nothing masks them; if a more privileged process creates one later, \
                  its content is not hidden from this sandbox until the next launch"
                 .into(),
-            GapKind::AutorunHardLinks => "these guarded files have other names (hard \
-                 links): the guard keeps a path read-only, not the file, so the sandbox could \
-                 write it through another name, and a program outside would run what it wrote. \
-                 The policy asks for the guard, so this plan is refused. Make each other name a \
-                 symlink or a copy (`find ~ -samefile FILE` lists them), or turn the guard off \
-                 for this policy ([autorun] guard = false)"
-                .into(),
+            GapKind::AutorunHardLinks => format!(
+                "these guarded files have other names (hard links): the guard keeps a path \
+                 read-only, not the file, so the sandbox could write it through another name, \
+                 and a program outside would run what it wrote. The policy asks for the guard, \
+                 so this plan is refused. {}",
+                crate::policy::HARD_LINKS_FIX
+            ),
             GapKind::AutorunUnmasked => "these guarded paths are not read-only in this sandbox: \
                  missing at launch where any new file would change what happens (so no \
                  placeholder stands there, e.g. ~/.xsession, ~/.zcompdump), or missing where \
