@@ -22,7 +22,8 @@
 #  4. `sysctl hw.cachelinesize` and a user lookup work (sysctls, the Mach allowlist); Docker
 #     Desktop's socket under ~/Library/Containers is refused. Also Node's os.cpus(),
 #     the CLI's own Keychain item, `bun --version` in the runtime (Bun opens every folder
-#     above its working folder; the profile gives their names), another tab's tty, SysV shared memory (LMDB), and the chat's
+#     above its working folder; the profile gives their names), another tab's tty, TIOCSTI from
+#     a foreground launch into its own terminal, SysV shared memory (LMDB), and the chat's
 #     tag on the denials in the unified log. Each with its control where one applies.
 #  5. The network under the chat's profile (mode public): curl through the proxy's port
 #     works, `curl --noproxy '*'` does not, another loopback port's listener is out of reach,
@@ -435,6 +436,48 @@ if [[ -t 0 && -t 1 ]]; then
   fi
 else
   skip "not run from a terminal: the inherited terminal is not checked"
+fi
+# TIOCSTI: a confined launch cannot type into the terminal it runs in, where the person's
+# shell would run the input once the launch ends. The dispatcher gives the terminal up before
+# sandbox-exec (docs/seatbelt.md, "Devices"); script(1) gives both runs a terminal of their
+# own, the probe unconfined is the control.
+sti_probe='import errno, fcntl, termios
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print("tty=" + attempt(lambda: open("/dev/tty", "rb", buffering=0).close()), "sti=" + attempt(lambda: fcntl.ioctl(0, termios.TIOCSTI, b"#")))'
+mkdir -p "$work/profiles-sh"
+cp -R profiles/. "$work/profiles-sh/"
+cat >"$work/profiles-sh/clis/sh.toml" <<'TOML'
+version = 1
+name = "sh"
+display_name = "POSIX shell (self-test)"
+binary = "/bin/sh"
+install = "the OS"
+checked_version = "any"
+modes = ["full", "bridge-only"]
+prompt_note_how = "not passed"
+bridge_only_how = "self-test only"
+[config_home]
+env = "SH_TEST_HOME"
+[args]
+full = []
+bridge_only = []
+TOML
+sti_result() { tr -d '\r' | grep -o 'tty=[A-Za-z]* sti=[A-Za-z]*' | head -1 || true; }
+sti_control=$(script -q /dev/null python3 -c "$sti_probe" </dev/null 2>&1 | sti_result)
+sti_launch=$(script -q /dev/null "$D" --state-root "$state" --profiles-dir "$work/profiles-sh" \
+  launch --cli sh --chat chat --workflow wf --mode full -- -c 'exec python3 -c "$0"' "$sti_probe" \
+  </dev/null 2>&1 | sti_result)
+if [[ $sti_control != "tty=ok sti=ok" ]]; then
+  skip "TIOCSTI is not available unconfined here ($sti_control): the launch's check means nothing"
+elif [[ $sti_launch == "tty=ENXIO sti=EACCES" ]]; then
+  pass "a foreground launch cannot push input into its terminal ($sti_launch; control: $sti_control)"
+else
+  fail "a foreground launch's terminal: got '${sti_launch:-no result}', want tty=ENXIO sti=EACCES (control: $sti_control)"
 fi
 # SysV shared memory (LMDB's locks, PostgreSQL's initdb): create and remove a segment.
 shm_probe='import ctypes,sys

@@ -10,13 +10,13 @@
 //! writes lands in the person's. Where nothing can confine it, the version is not asked.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use sandboxer::{Base, PathRule, PolicyDocument, Target};
 use serde::Serialize;
 
 use crate::adapter::{self, Adapter};
-use crate::launch::{confinement, render_seatbelt, wrapper_argv};
+use crate::launch::{confinement, render_seatbelt, wrapper_argv, wrapper_command};
 use crate::modes::Mode;
 use crate::platform::{self, home};
 
@@ -133,9 +133,8 @@ fn confined_version(
     );
     let private = root.join("home");
     std::fs::create_dir(&private).map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .current_dir(&root)
+    let mut cmd = wrapper_command(&argv);
+    cmd.current_dir(&root)
         .stdin(Stdio::null())
         .env("HOME", &private)
         .env_remove("XDG_CONFIG_HOME")

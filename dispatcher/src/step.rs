@@ -199,8 +199,8 @@ pub fn write_files(state: &StateRoot, step: &StepLaunch) -> Result<(), LaunchErr
 
 /// Runs the step in the foreground; its exit code (128+N for signal N).
 pub fn run_foreground(step: &StepLaunch) -> Result<u8, LaunchError> {
-    let mut cmd = std::process::Command::new(&step.argv[0]);
-    cmd.args(&step.argv[1..]).current_dir(&step.cwd);
+    let mut cmd = launch::wrapper_command(&step.argv);
+    cmd.current_dir(&step.cwd);
     for k in &step.env_removed {
         cmd.env_remove(k);
     }

@@ -215,6 +215,8 @@ pub(crate) fn canonicalize_existing_prefix(path: &Path) -> io::Result<PathBuf> {
 #[derive(Debug, Default)]
 pub(crate) struct Resolver {
     memo: std::collections::HashMap<PathBuf, PathBuf>,
+    /// [`Resolver::links_to`]'s answers.
+    links: std::collections::HashMap<PathBuf, Vec<PathBuf>>,
 }
 
 impl Resolver {
@@ -243,6 +245,49 @@ impl Resolver {
             (Some(parent), Some(name)) => Ok(self.resolve(parent)?.join(name)),
             _ => Ok(path.to_path_buf()),
         }
+    }
+
+    /// The symlinks `path` (absolute, normal) is reached through, `path` itself included when
+    /// it is one: each as the link's own path (its folders resolved), and those on the way to
+    /// each link's target too. Pointing any of them elsewhere changes what `path` names.
+    pub(crate) fn links_to(&mut self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        self.links_within(path, 0)
+    }
+
+    fn links_within(&mut self, path: &Path, depth: u32) -> io::Result<Vec<PathBuf>> {
+        // As the kernel's limit on links followed in one lookup.
+        const MAX_LINKS: u32 = 40;
+        if depth > MAX_LINKS {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        if let Some(done) = self.links.get(path) {
+            return Ok(done.clone());
+        }
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(Vec::new());
+        };
+        let mut links = self.links_within(parent, depth)?;
+        let own = self.resolve(parent)?.join(name);
+        let is_link = match std::fs::symlink_metadata(&own) {
+            Ok(m) => m.file_type().is_symlink(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e),
+        };
+        if is_link {
+            let target = std::fs::read_link(&own)?;
+            let folder = own.parent().unwrap_or(Path::new("/"));
+            // A relative target is relative to the link's folder; `..` is folded by name, as
+            // the links' own folders are resolved already.
+            if let Some(target) = normalize(&folder.join(target)) {
+                let beyond = self.links_within(&target, depth + 1)?;
+                links.push(own);
+                links.extend(beyond);
+            } else {
+                links.push(own);
+            }
+        }
+        self.links.insert(path.to_path_buf(), links.clone());
+        Ok(links)
     }
 }
 

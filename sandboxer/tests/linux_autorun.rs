@@ -27,7 +27,8 @@ agentworks_test_user::live_scenarios!(
     the_guard_turned_off_guards_nothing,
     guarded_paths_replaced_outside_are_guarded_again,
     a_sandbox_holding_a_replaced_file_open_is_stopped,
-    a_guarded_file_with_another_name_refuses_the_launch
+    a_guarded_file_with_another_name_refuses_the_launch,
+    a_symlink_on_the_way_to_a_guarded_path_stays
 );
 
 /// A home with one path of each kind, owned by the runner.
@@ -340,6 +341,14 @@ fn repositories_outside_grants_are_guarded(r: &Runner) {
         &[
             (deny, "create", &["src/outside/.git/hooks/pre-commit"]),
             (deny, "write", &["src/outside/.git/config"]),
+            // Redirecting git to a config and hooks elsewhere, or swapping the git folder.
+            (deny, "create", &["src/outside/.git/commondir"]),
+            (deny, "create", &["src/outside/.git/config.worktree"]),
+            (
+                deny,
+                "rename",
+                &["src/outside/.git", "src/outside/git.moved"],
+            ),
             (allow, "read", &["src/outside/.git/config"]),
             (allow, "write", &["src/outside/.git/HEAD"]),
             (allow, "create", &["src/outside/tracked.txt"]),
@@ -644,6 +653,56 @@ fn a_guarded_file_with_another_name_refuses_the_launch(r: &Runner) {
         fs::read_to_string(h.home.join(".bashrc"))
             .unwrap()
             .contains("RAN")
+    );
+}
+
+/// `~/.config` a symlink into a dotfiles folder (GNU stow's, chezmoi's way): the guarded paths
+/// beneath it are guarded where the link leads, and the link itself cannot be pointed
+/// elsewhere or moved aside for a real folder in which they would be made anew.
+fn a_symlink_on_the_way_to_a_guarded_path_stays(r: &Runner) {
+    let linked = |h: &Home| {
+        fs::remove_dir(h.home.join(".config")).unwrap();
+        fs::create_dir_all(h.home.join("dotfiles/config/git")).unwrap();
+        fs::write(h.home.join("dotfiles/config/git/config"), "[user]\n").unwrap();
+        std::os::unix::fs::symlink("dotfiles/config", h.home.join(".config")).unwrap();
+        chown_tree(&h.root, r.uid, r.gid);
+    };
+    let (deny, allow) = (false, true);
+    let cases: &[Case] = &[
+        (allow, "read", &[".config/git/config"]),
+        (allow, "create", &[".config/notes.txt"]),
+        (deny, "write", &[".config/git/config"]),
+        (deny, "rename", &[".config", "config.moved"]),
+        (deny, "delete", &[".config"]),
+        (deny, "exchange", &[".config", "notes.txt"]),
+    ];
+    let inside = home(r, "");
+    linked(&inside);
+    let got = probe(r, &inside, true, &ops(&inside, cases));
+    let mut wrong = Vec::new();
+    for (case, got) in cases.iter().zip(&got) {
+        let (allowed, op, args) = case;
+        if *allowed != got.is_ok() {
+            wrong.push(format!("{op} {args:?}: inside {got:?}, allowed: {allowed}"));
+        }
+        if !allowed {
+            let outside = home(r, "");
+            linked(&outside);
+            let o = probe(
+                r,
+                &outside,
+                false,
+                &ops(&outside, std::slice::from_ref(case)),
+            );
+            if let Err(e) = &o[0] {
+                wrong.push(format!("{op} {args:?}: control failed outside too ({e})"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "as uid {}:\n{}", r.uid, wrong.join("\n"));
+    assert!(
+        inside.home.join(".config").is_symlink(),
+        "the link is still there"
     );
 }
 

@@ -290,7 +290,10 @@ fn load(text: &str, repositories: bool) -> Option<Policy> {
     let mut opts = ResolveOptions::new(Target::Macos, PathBuf::from("/Users/ada"), false).unwrap();
     if repositories {
         opts.repositories = Some(RepositorySettings {
-            guard: vec!["hooks".into(), "config".into()],
+            guard: ["hooks", "config", "commondir", "config.worktree"]
+                .map(String::from)
+                .to_vec(),
+            missing: Default::default(),
             limits: ScanLimits {
                 max_depth: 0,
                 skip: Vec::new(),

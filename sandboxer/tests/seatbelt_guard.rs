@@ -250,14 +250,18 @@ fn a_non_ascii_home_in_nfc_and_nfd() {
     }
 }
 
-/// Outside the grants, every repository's hooks and config are guarded, and its git folder
+/// Outside the grants, every repository's hooks, config, commondir and config.worktree are
+/// guarded, and its git folder
 /// is never moved aside; the rest of the git folder stays writable. Inside a read-write grant
 /// (a chat's own workflow) `git init`, commits and hooks work, while the fixed entries stay
 /// guarded even under a grant.
 #[test]
 fn repositories_outside_grants_only() {
     let policy = mac(PRODUCT);
-    assert_eq!(policy.autorun.repositories, ["hooks", "config"]);
+    assert_eq!(
+        policy.autorun.repositories,
+        ["hooks", "config", "commondir", "config.worktree"]
+    );
     let profile = parse(&policy);
     for repo in ["/Users/ada/code/p", "/Users/ada/a/b/c/d/e/f", "/Users/ada"] {
         for p in [
@@ -266,6 +270,9 @@ fn repositories_outside_grants_only() {
             "/.git/config",
             "/.GIT/Hooks/post-checkout",
             "/.git/CONFIG",
+            "/.git/commondir",
+            "/.Git/CommonDir",
+            "/.git/config.worktree",
         ] {
             assert_guarded(&policy, &profile, Path::new(&format!("{repo}{p}")));
         }
@@ -278,6 +285,7 @@ fn repositories_outside_grants_only() {
             "/.git/objects/ab/cdef",
             "/.git/index",
             "/.git/hooksx",
+            "/.git/commondirx",
             "/src/hooks/config",
         ] {
             assert_open(&policy, &profile, Path::new(&format!("{repo}{p}")));

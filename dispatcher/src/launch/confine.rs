@@ -219,6 +219,17 @@ pub fn wrapper_argv(
     argv
 }
 
+/// The process of a confined launch's wrapper ([`wrapper_argv`]): its program and arguments,
+/// started without the person's terminal as its controlling terminal (`terminal.rs`: else
+/// the sandbox could type into it). Every confined process the dispatcher starts is started
+/// from this.
+pub fn wrapper_command(argv: &[String]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    super::terminal::leave_controlling_terminal(&mut cmd);
+    cmd
+}
+
 /// The person's values of the variables the ways-out and autorun lists read, from this
 /// process (the dispatcher runs with the person's environment), an unset one as empty: what
 /// `sandboxer exec --lists-env` resolves the lists with in every launch.

@@ -15,6 +15,7 @@
 //!              bridge-only launch runs a CLI only from files guarded in every one
 //! bridge.rs    the chat's bridge, served from the launch's own policy text
 //! start.rs     its command started: foreground (on Linux in this process) or spawned
+//! terminal.rs  the wrapper started without the person's terminal as its controlling one
 //! attached.rs  `dispatcher launch`: bridge, events and the CLI in the foreground
 //! ending.rs    how it ended, as one exit status (128+N for signal N)
 //! ```
@@ -41,6 +42,7 @@ mod plan;
 mod request;
 mod resolve;
 mod start;
+mod terminal;
 
 use std::path::Path;
 
@@ -48,6 +50,7 @@ pub use attached::run_attached;
 pub use bridge::serve_bridge;
 pub use confine::{
     Confinement, Decide, Resolved, confinement, decide_mode, person_lists_env, wrapper_argv,
+    wrapper_command,
 };
 pub use ending::{exit_code, of_status};
 pub use endpoint::{DUMMY_KEY, ModelEndpoint};

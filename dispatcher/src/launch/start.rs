@@ -105,8 +105,15 @@ pub fn command(launch: &Launch) -> Result<Command> {
         bail!("{} is not installed here", program.display());
     }
     check_cli(launch)?;
-    let mut cmd = Command::new(program);
-    cmd.args(&launch.argv[1..]).current_dir(&launch.cwd);
+    let mut cmd = match launch.confined {
+        true => super::confine::wrapper_command(&launch.argv),
+        false => {
+            let mut cmd = Command::new(program);
+            cmd.args(&launch.argv[1..]);
+            cmd
+        }
+    };
+    cmd.current_dir(&launch.cwd);
     for k in &launch.env_removed {
         cmd.env_remove(k);
     }

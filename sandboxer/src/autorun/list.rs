@@ -51,8 +51,11 @@ pub struct Entry {
 /// How repositories under the home are looked for (`[repositories]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RepositorySettings {
-    /// Guarded in each git folder (`hooks`, `config`).
+    /// Guarded in each git folder (`hooks`, `config`, …).
     pub guard: Vec<String>,
+    /// What the Linux masks put at a name of `guard` missing at launch; a name not here gets
+    /// nothing ([`Missing::None`]).
+    pub missing: std::collections::BTreeMap<String, Missing>,
     pub limits: ScanLimits,
 }
 
@@ -93,6 +96,10 @@ struct RawEntry {
 #[serde(deny_unknown_fields)]
 struct RawRepositories {
     guard: Vec<Spanned<String>>,
+    #[serde(default)]
+    missing_folders: Vec<Spanned<String>>,
+    #[serde(default)]
+    missing_files: std::collections::BTreeMap<String, String>,
     max_depth: usize,
     max_dirs: usize,
     budget_ms: u64,
@@ -229,6 +236,32 @@ pub fn parse(target: Target, text: &str, file: &str, env: &Env) -> Result<List, 
             ));
         }
     }
+    let mut missing = std::collections::BTreeMap::new();
+    for (i, n) in r.missing_folders.iter().enumerate() {
+        if !r.guard.iter().any(|g| g.get_ref() == n.get_ref()) {
+            return Err(err(
+                n.span().start,
+                &format!("repositories.missing_folders[{i}]"),
+                format!("{:?} is not one of repositories.guard", n.get_ref()),
+            ));
+        }
+        missing.insert(n.get_ref().clone(), Missing::Folder);
+    }
+    for (name, content) in &r.missing_files {
+        if !r.guard.iter().any(|g| g.get_ref() == name) || missing.contains_key(name) {
+            return Err(err(
+                0,
+                &format!("repositories.missing_files.{name}"),
+                format!("{name:?} must be one of repositories.guard, and not a missing folder"),
+            ));
+        }
+        missing.insert(
+            name.clone(),
+            Missing::File {
+                content: content.clone(),
+            },
+        );
+    }
     let mut programs = Vec::new();
     for (i, n) in raw.programs.names.iter().enumerate() {
         let name = n.get_ref();
@@ -247,6 +280,7 @@ pub fn parse(target: Target, text: &str, file: &str, env: &Env) -> Result<List, 
         entries,
         repositories: RepositorySettings {
             guard: r.guard.iter().map(|g| g.get_ref().clone()).collect(),
+            missing,
             limits: ScanLimits {
                 max_depth: r.max_depth,
                 max_dirs: r.max_dirs,

@@ -93,11 +93,7 @@ fn repositories(
                 continue;
             }
             guarded.push(Guarded {
-                missing: if name == "hooks" {
-                    Missing::Folder
-                } else {
-                    Missing::None
-                },
+                missing: settings.missing.get(name).cloned().unwrap_or(Missing::None),
                 origin: Origin {
                     file: "(autorun)".into(),
                     line: 0,
@@ -105,7 +101,8 @@ fn repositories(
                 },
                 why: Some(format!(
                     "the git repository {}: git runs its hooks and what its config names \
-                     (core.fsmonitor, core.hooksPath, filters) for the person later",
+                     (core.fsmonitor, core.hooksPath, filters) for the person later, and \
+                     commondir would make it read both from another folder",
                     repo.git_dir.display()
                 )),
                 path,
@@ -114,6 +111,21 @@ fn repositories(
         }
     }
     found.beyond.iter().map(repos::Beyond::describe).collect()
+}
+
+/// The guard on a symlink that the guarded `path` is reached through ([`Resolver::links_to`]).
+fn link_on_the_way(link: PathBuf, path: &Path, origin: &Origin) -> Guarded {
+    Guarded {
+        why: Some(format!(
+            "a symlink on the way to {}: pointed elsewhere, or replaced by a folder, it would \
+             let that name be made anew",
+            path.display()
+        )),
+        path: link,
+        origin: origin.clone(),
+        missing: Missing::None,
+        repository: false,
+    }
 }
 
 // ---- loading -------------------------------------------------------------------------------
@@ -562,6 +574,9 @@ impl Cx<'_> {
             }
             let origin = self.origin(&g.path.span(), &field);
             let link = self.link_path(&mut resolver, &lexical)?;
+            for l in self.links_above(&mut resolver, &lexical)? {
+                push(link_on_the_way(l, &lexical, &origin));
+            }
             for p in [link, path] {
                 push(Guarded {
                     path: p,
@@ -586,6 +601,9 @@ impl Cx<'_> {
                 line: 0,
                 field: e.origin.clone(),
             };
+            for l in self.links_above(&mut resolver, &e.path)? {
+                push(link_on_the_way(l, &e.path, &origin));
+            }
             for p in [link, resolved] {
                 push(Guarded {
                     path: p,
@@ -597,6 +615,28 @@ impl Cx<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// The symlinks inside the home that a guarded `path` is reached through, above the entry
+    /// itself (which [`Self::link_path`] gives): a dotfiles manager's `~/.config` linked into a
+    /// repository. A chat that could point one elsewhere, or move it aside and make a real
+    /// folder in its place, would make every guarded name beneath it anew; so each is guarded
+    /// as itself.
+    fn links_above(
+        &self,
+        resolver: &mut Resolver,
+        path: &Path,
+    ) -> Result<Vec<PathBuf>, PolicyError> {
+        let Some(parent) = path.parent().filter(|_| self.opts.resolve_symlinks) else {
+            return Ok(Vec::new());
+        };
+        let links = resolver
+            .links_to(parent)
+            .map_err(|e| option_error("guard", format!("cannot resolve {path:?}: {e}")))?;
+        Ok(links
+            .into_iter()
+            .filter(|l| within(l, &self.opts.home))
+            .collect())
     }
 
     /// `path` with every component but the last resolved: the path of the entry itself, which

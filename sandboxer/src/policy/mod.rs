@@ -190,9 +190,10 @@ pub struct Guarded {
     pub why: Option<String>,
     /// What the Linux masks put there when it is missing at launch.
     pub missing: crate::autorun::Missing,
-    /// A git repository's hooks or config, found at launch. The Linux masks do not pin its
-    /// ancestors: moving the repository moves the guard along, and a repository made at the
-    /// old path is one made while the sandbox runs (the gap `autorun-repositories-beyond`).
+    /// A name in a git repository's git folder (hooks, config, …), found at launch. Of its
+    /// ancestors the Linux masks pin only the git folder: moving the repository moves the
+    /// guard along, and a repository made at the old path is one made while the sandbox runs
+    /// (the gap `autorun-repositories-beyond`).
     pub repository: bool,
 }
 

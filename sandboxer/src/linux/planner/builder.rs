@@ -612,6 +612,20 @@ impl<'a> Planner<'a> {
                 }
             }
         }
+        // A repository's git folder is pinned, not the folders above it: swapping the whole
+        // git folder for a copy with another config would keep every guard on the old one.
+        // Moving the repository itself moves its guards along (see `repository_guard`).
+        let git_folders: BTreeSet<(PathBuf, PathBuf)> = self
+            .mounts
+            .iter()
+            .filter(|m| self.repository_guard(m))
+            .filter_map(|m| Some((m.path().parent()?.to_path_buf(), m.path().to_path_buf())))
+            .collect();
+        for (git, of) in git_folders {
+            if !pins.contains_key(&git) && self.kind(&git)? == Some(EntryKind::Dir) {
+                pins.insert(git, of);
+            }
+        }
         // (position among the other steps, depth, path): shallower pins first at one position.
         let mut placed: Vec<(usize, usize, PathBuf, PathBuf)> = pins
             .into_iter()
@@ -638,8 +652,8 @@ impl<'a> Planner<'a> {
         Ok(())
     }
 
-    /// A guard on a repository's hooks or config: its ancestors get no pin (see
-    /// [`crate::policy::Guarded::repository`]).
+    /// A guard on a name in a repository's git folder: of its ancestors only the git folder
+    /// is pinned (see [`crate::policy::Guarded::repository`]).
     fn repository_guard(&self, step: &MountStep) -> bool {
         matches!(step, MountStep::Guard { path, .. }
             if self.policy.guarded.iter().any(|g| g.repository && g.path == *path))
