@@ -13,8 +13,8 @@
 #  3. The autorun guard under the same profile: ~/.zshrc and ~/.ZSHRC, a LaunchAgent (two
 #     spellings) cannot be written, ~/.zshrc can be read, an ordinary home file can be
 #     written; inside the chat's runtime (a read-write grant) `git init`, a hook and a commit
-#     work; in a repository under the home outside the grants, hooks and config cannot be
-#     written while the rest of its git folder can.
+#     work; in a repository under the home outside the grants, nothing in its git folder can
+#     be written (hooks, config, commondir, HEAD) while its working tree can.
 #     Also `open -a`, a copied `shortcuts`, `launchctl bootstrap` and an NSUserUnixTask
 #     (Foundation's UserScriptService), each leaving evidence only from outside the sandbox.
 #     Under the guard: protected reads in other cases and /System/Volumes/Data spellings,
@@ -275,10 +275,12 @@ rm -f "$outside/.git/hooks/pre-commit"
 refused_write "a hook outside the grants" "$outside/.git/hooks/pre-commit"
 refused_write "a hook outside the grants, another case" "$outside/.GIT/HOOKS/post-checkout"
 refused_write "git config outside the grants" "$outside/.git/config"
-if probe_write "$outside/.git/sbx-selftest" && [[ -e "$outside/.git/sbx-selftest" ]]; then
-  pass "the rest of an outside git folder stays writable"
+refused_write "a commondir outside the grants (git would read config and hooks elsewhere)" "$outside/.git/commondir"
+refused_write "the rest of an outside git folder (HEAD)" "$outside/.git/HEAD"
+if probe_write "$outside/tracked.txt" && [[ -e "$outside/tracked.txt" ]]; then
+  pass "the working tree of an outside repository stays writable"
 else
-  fail "the rest of an outside git folder was refused"
+  fail "the working tree of an outside repository was refused"
 fi
 rm -rf "$outside"
 

@@ -113,7 +113,7 @@ fn confined_version(
     let text = probe_policy(state_root, &programs);
     let policy_path = root.join("policy.toml");
     std::fs::write(&policy_path, &text).map_err(|e| e.to_string())?;
-    confinement(target, &text, &home, Some(&sandboxer))?;
+    confinement(target, &text, &home, Some(&sandboxer)).map_err(|e| e.to_string())?;
     let profile_path = (target == Target::Macos).then(|| root.join("sandbox.sb"));
     if let Some(p) = &profile_path {
         let profile =

@@ -309,7 +309,7 @@ mod tests {
             Target::Linux,
             d.path(),
             Path::new("/x"),
-            |_| Err("no landlock".into()),
+            |_| Err(launch::Unconfined::NoSandbox("no landlock".into())),
         )
         .unwrap_err();
         assert!(e.to_string().contains("no landlock"), "{e}");

@@ -710,11 +710,40 @@ fn headless_arguments_come_first_and_the_persons_last() {
     }
 }
 
+/// Where the sandbox works but the `sandboxer` that would enforce it cannot be trusted (a chat
+/// could have made its folder writable to others), `auto` is refused as `full` is, for every
+/// CLI: falling back to bridge-only would let a chat turn its own later launches unconfined.
+#[test]
+fn an_untrusted_enforcer_is_refused_never_run_around() {
+    let untrusted: launch::Confinement = Err(launch::Unconfined::UntrustedEnforcer(
+        "the sandboxer binary that would confine it cannot be trusted".into(),
+    ));
+    let no_sandbox: launch::Confinement = Err(launch::Unconfined::NoSandbox("none".into()));
+    for a in adapters() {
+        for mode in [Mode::Auto, Mode::Full] {
+            let got = launch::decide_mode(mode, &a, &untrusted);
+            assert!(
+                matches!(&got, Err(launch::LaunchError::EnforcerUntrusted(why)) if why.contains("cannot be trusted")),
+                "{} {mode:?}: {got:?}",
+                a.name
+            );
+        }
+        // The control: with no sandbox at all, `auto` does not refuse on these grounds.
+        let got = launch::decide_mode(Mode::Auto, &a, &no_sandbox);
+        assert!(
+            !matches!(got, Err(launch::LaunchError::EnforcerUntrusted(_))),
+            "{}: {got:?}",
+            a.name
+        );
+    }
+}
+
 /// Where no sandbox works: `auto` falls back to bridge-only for the CLIs that can really run
 /// without native tools, and every other CLI is refused, never run unconfined with its tools.
 #[test]
 fn without_a_sandbox_only_sound_bridge_only_runs() {
-    let no_sandbox: launch::Confinement = Err("no Landlock here".into());
+    let no_sandbox: launch::Confinement =
+        Err(launch::Unconfined::NoSandbox("no Landlock here".into()));
     let mut outcome = BTreeMap::new();
     for a in adapters() {
         let auto = launch::decide_mode(Mode::Auto, &a, &no_sandbox);
@@ -788,7 +817,7 @@ fn without_a_sandbox_only_sound_bridge_only_runs() {
         lists_env: lists_env(),
     };
     let e = launch::plan(&w.state, &opencode, &req, &tools, |_| {
-        Err("no Landlock here".into())
+        Err(launch::Unconfined::NoSandbox("no Landlock here".into()))
     })
     .unwrap_err();
     assert!(
@@ -834,7 +863,7 @@ fn without_a_sandbox_a_cli_runs_only_from_files_every_confined_launch_guarded() 
             &claude,
             &req("claude", Mode::BridgeOnly),
             &tools("claude"),
-            |_| Err("no Landlock here".into()),
+            |_| Err(launch::Unconfined::NoSandbox("no Landlock here".into())),
         )
     };
     let first = unconfined().unwrap();

@@ -341,25 +341,28 @@ fn repositories_outside_grants_are_guarded(r: &Runner) {
         &[
             (deny, "create", &["src/outside/.git/hooks/pre-commit"]),
             (deny, "write", &["src/outside/.git/config"]),
-            // Redirecting git to a config and hooks elsewhere, or swapping the git folder.
+            // Anything else that points git at other hooks and config, or a copy of the git
+            // folder swapped in: the whole git folder is guarded.
             (deny, "create", &["src/outside/.git/commondir"]),
             (deny, "create", &["src/outside/.git/config.worktree"]),
+            (deny, "mkdir", &["src/outside/.git/modules"]),
+            (deny, "write", &["src/outside/.git/HEAD"]),
             (
                 deny,
                 "rename",
                 &["src/outside/.git", "src/outside/git.moved"],
             ),
             (allow, "read", &["src/outside/.git/config"]),
-            (allow, "write", &["src/outside/.git/HEAD"]),
+            (allow, "read", &["src/outside/.git/HEAD"]),
             (allow, "create", &["src/outside/tracked.txt"]),
         ],
     );
-    // git itself: committing outside the grants works (objects, index, refs), and inside the
+    // git itself: outside the grants the history reads but does not change, and inside the
     // granted workflow a repository made in the sandbox takes a hook and a config change.
     let h = home(r, "");
     let script = "set -e
-        cd \"$HOME/src/outside\" && echo a > a.txt && git add a.txt
-        git -c user.name=t -c user.email=t@t commit -qm one
+        cd \"$HOME/src/outside\" && echo a > a.txt && git status --short | grep -q a.txt
+        if git add a.txt 2>/dev/null; then echo ADDED-OUTSIDE; fi
         if git config core.fsmonitor 'touch $HOME/fsmonitor-ran' 2>/dev/null; then echo FSMONITOR-SET; fi
         cd \"$HOME/work/wf\" && git init -q repo && cd repo
         printf '#!/bin/sh\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
@@ -372,17 +375,22 @@ fn repositories_outside_grants_are_guarded(r: &Runner) {
         !t.contains("FSMONITOR-SET"),
         "core.fsmonitor was set outside the grants: {t}"
     );
-    let log = Command::new("git")
-        .args(["-c", "safe.directory=*", "-C"])
-        .arg(h.home.join("src/outside"))
-        .args(["log", "--oneline"])
-        .output()
-        .unwrap();
     assert!(
-        String::from_utf8_lossy(&log.stdout).contains("one"),
-        "{}",
-        text(&log)
+        !t.contains("ADDED-OUTSIDE"),
+        "the index of a repository outside the grants changed: {t}"
     );
+    // The control: the same `git add` unconfined changes the index.
+    let outside = run(
+        r,
+        &h,
+        false,
+        "/bin/sh",
+        &[
+            "-c",
+            "cd \"$HOME/src/outside\" && git add a.txt && echo ADDED",
+        ],
+    );
+    assert!(text(&outside).contains("ADDED"), "{}", text(&outside));
 }
 
 fn the_guard_turned_off_guards_nothing(r: &Runner) {
@@ -394,6 +402,7 @@ fn the_guard_turned_off_guards_nothing(r: &Runner) {
             (allow, "write", &[".bashrc"]),
             (allow, "create", &[".config/fish"]),
             (allow, "create", &["src/outside/.git/hooks/pre-commit"]),
+            (allow, "write", &["src/outside/.git/HEAD"]),
         ],
     );
 }
@@ -509,7 +518,7 @@ fn guarded_paths_replaced_outside_are_guarded_again(r: &Runner) {
     let hm = |p: &str| h.home.join(p).to_str().unwrap().to_string();
     let targets = [
         hm(".bashrc"),
-        hm("src/outside/.git/hooks"),
+        hm(".ssh"),
         hm(".profile"),
         hm(".claude/settings.json"),
     ];
@@ -520,8 +529,8 @@ fn guarded_paths_replaced_outside_are_guarded_again(r: &Runner) {
     let outside = r#"set -e
         cd "$HOME"
         printf 'new bashrc\n' > .bashrc.tmp && mv .bashrc.tmp .bashrc
-        mv src/outside/.git/hooks src/outside/.git/hooks.old && mkdir -p src/outside/.git/hooks
-        printf '#!/bin/sh\n' > src/outside/.git/hooks/post-commit
+        mv .ssh .ssh.old && mkdir -p .ssh
+        printf 'Host *\n' > .ssh/config
         rm .profile
         printf '{"theme": "dark"}\n' > .claude/settings.tmp
         mv .claude/settings.tmp .claude/settings.json
@@ -561,13 +570,13 @@ fn guarded_paths_replaced_outside_are_guarded_again(r: &Runner) {
         !h.home.join(".profile").exists(),
         "the stand-in for ~/.profile was left behind"
     );
-    assert!(!h.home.join("src/outside/.git/hooks/planted").exists());
+    assert!(!h.home.join(".ssh/planted").exists());
     // The control: unconfined, the same writes succeed.
     let control = r
         .command("/bin/sh")
         .args([
             "-c",
-            r#"echo planted >> "$HOME/.bashrc" && echo planted > "$HOME/src/outside/.git/hooks/planted" && echo planted >> "$HOME/.claude/settings.json""#,
+            r#"echo planted >> "$HOME/.bashrc" && echo planted > "$HOME/.ssh/planted" && echo planted >> "$HOME/.claude/settings.json""#,
         ])
         .env("HOME", &h.home)
         .output()

@@ -90,7 +90,7 @@ struct Shape {
     closed_write: Option<(usize, Vec<usize>)>,
     /// Guarded paths, `[[guard]]` (top, ASCII components): read-only whatever the grants say.
     guarded: Vec<(usize, Vec<usize>)>,
-    /// The autorun guard's repository pattern (every git folder's hooks and config under the
+    /// The autorun guard's repository pattern (every git folder, whole, under the
     /// home, outside read-write grants).
     repositories: bool,
 }
@@ -290,10 +290,6 @@ fn load(text: &str, repositories: bool) -> Option<Policy> {
     let mut opts = ResolveOptions::new(Target::Macos, PathBuf::from("/Users/ada"), false).unwrap();
     if repositories {
         opts.repositories = Some(RepositorySettings {
-            guard: ["hooks", "config", "commondir", "config.worktree"]
-                .map(String::from)
-                .to_vec(),
-            missing: Default::default(),
             limits: ScanLimits {
                 max_depth: 0,
                 skip: Vec::new(),

@@ -250,21 +250,19 @@ fn a_non_ascii_home_in_nfc_and_nfd() {
     }
 }
 
-/// Outside the grants, every repository's hooks, config, commondir and config.worktree are
-/// guarded, and its git folder
-/// is never moved aside; the rest of the git folder stays writable. Inside a read-write grant
-/// (a chat's own workflow) `git init`, commits and hooks work, while the fixed entries stay
-/// guarded even under a grant.
+/// Outside the grants, every repository's git folder is guarded as a whole (its hooks and
+/// config, and what points git elsewhere: commondir, config.worktree, submodules' and
+/// worktrees' git folders), itself included, in every spelling; the working tree stays
+/// writable. Inside a read-write grant (a chat's own workflow) `git init`, commits and hooks
+/// work, while the fixed entries stay guarded even under a grant.
 #[test]
 fn repositories_outside_grants_only() {
     let policy = mac(PRODUCT);
-    assert_eq!(
-        policy.autorun.repositories,
-        ["hooks", "config", "commondir", "config.worktree"]
-    );
+    assert!(policy.autorun.repositories);
     let profile = parse(&policy);
     for repo in ["/Users/ada/code/p", "/Users/ada/a/b/c/d/e/f", "/Users/ada"] {
         for p in [
+            "/.git",
             "/.git/hooks/pre-commit",
             "/.git/hooks",
             "/.git/config",
@@ -273,20 +271,20 @@ fn repositories_outside_grants_only() {
             "/.git/commondir",
             "/.Git/CommonDir",
             "/.git/config.worktree",
+            "/.git/modules/sub/hooks/post-checkout",
+            "/.git/worktrees/w/commondir",
+            "/.git/HEAD",
+            "/.git/objects/ab/cdef",
         ] {
             assert_guarded(&policy, &profile, Path::new(&format!("{repo}{p}")));
         }
     }
-    // `~/.git` is an entry of its own (a repository at the home is every folder's); others
-    // keep the rest of their git folder writable.
     for repo in ["/Users/ada/code/p", "/Users/ada/a/b/c/d/e/f"] {
         for p in [
-            "/.git/HEAD",
-            "/.git/objects/ab/cdef",
-            "/.git/index",
-            "/.git/hooksx",
-            "/.git/commondirx",
             "/src/hooks/config",
+            "/.gitignore",
+            "/.github/workflows/ci.yml",
+            "/x.git/config",
         ] {
             assert_open(&policy, &profile, Path::new(&format!("{repo}{p}")));
         }
@@ -360,7 +358,7 @@ fn guard_false_turns_the_list_off() {
     let off = mac(&format!(
         "{PRODUCT}\n[autorun]\nguard = false\n\n[[guard]]\npath = \"~/.mine\"\n"
     ));
-    assert!(off.autorun.repositories.is_empty());
+    assert!(!off.autorun.repositories);
     let profile = parse(&off);
     for p in [
         "/Users/ada/.zshrc",

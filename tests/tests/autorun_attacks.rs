@@ -311,7 +311,7 @@ fn replaced_sandboxer(who: Who) {
     let all = text(&out);
     assert!(!out.status.success(), "{all}");
     assert!(
-        all.contains("full mode refused") && all.contains("group- or world-writable"),
+        all.contains("the launch is refused") && all.contains("group- or world-writable"),
         "{all}"
     );
     assert!(
@@ -319,6 +319,18 @@ fn replaced_sandboxer(who: Who) {
         "the reason names the file: {all}"
     );
     assert!(!ran.exists(), "the refused launch ran its CLI");
+    // `auto` does not fall back to running the CLI unconfined: a chat that can make the
+    // enforcer untrusted (its folder `chmod 777`) would turn its own next launch unconfined.
+    let mut auto = launch("chat-2", &["--", "-c", &script]);
+    auto.retain(|a| *a != "--mode" && *a != "full");
+    let out = w.dispatcher(&auto);
+    let all = text(&out);
+    assert!(!out.status.success(), "auto: {all}");
+    assert!(
+        all.contains("the launch is refused") && !all.contains("bridge-only mode"),
+        "auto: {all}"
+    );
+    assert!(!ran.exists(), "the refused auto launch ran its CLI");
     // `dispatcher doctor` says so ahead of a launch, and how to fix it.
     let doctor = w.dispatcher(&["doctor"]);
     let said = text(&doctor);

@@ -44,10 +44,33 @@ impl Decide {
 }
 
 /// What the platform can do for one policy: `Ok(how)` when it can confine, `Err(why not)`.
-pub type Confinement = Result<String, String>;
+pub type Confinement = Result<String, Unconfined>;
+
+/// Why a launch cannot be confined here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unconfined {
+    /// This machine has no working sandbox for the policy (kernel, platform, the policy).
+    NoSandbox(String),
+    /// The sandbox works, but the `sandboxer` binary that would enforce it is one another
+    /// account could have replaced (its file or a folder above it writable by others, or not
+    /// owned by root or the person). A chat can bring this about (`chmod` in the open home), and
+    /// must not thereby make later launches run unconfined, so `auto` refuses instead of
+    /// falling back to bridge-only.
+    UntrustedEnforcer(String),
+}
+
+impl std::fmt::Display for Unconfined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unconfined::NoSandbox(why) | Unconfined::UntrustedEnforcer(why) => f.write_str(why),
+        }
+    }
+}
 
 /// Picks the mode. Explicit `full` where confinement is impossible is refused (fail
-/// closed), never downgraded silently; `auto` falls back to bridge-only and says why.
+/// closed), never downgraded silently; `auto` falls back to bridge-only and says why, except
+/// where the sandbox works and only its enforcer cannot be trusted ([`Unconfined`]): that is
+/// refused as `full` is.
 pub fn decide_mode(
     requested: Mode,
     adapter: &Adapter,
@@ -57,7 +80,10 @@ pub fn decide_mode(
         (Mode::Full | Mode::Auto, Ok(how)) => {
             (Mode::Full, format!("the platform confines the CLI: {how}"))
         }
-        (Mode::Full, Err(why)) => return Err(LaunchError::FullRefused(why.clone())),
+        (Mode::Full | Mode::Auto, Err(Unconfined::UntrustedEnforcer(why))) => {
+            return Err(LaunchError::EnforcerUntrusted(why.clone()));
+        }
+        (Mode::Full, Err(why)) => return Err(LaunchError::FullRefused(why.to_string())),
         (Mode::Auto, Err(why)) => (Mode::BridgeOnly, format!("no working sandbox here: {why}")),
         (Mode::BridgeOnly, Ok(how)) => (
             Mode::BridgeOnly,
@@ -86,7 +112,7 @@ pub fn decide_mode(
         return Err(LaunchError::BridgeOnlyNeedsSandbox {
             cli: adapter.name.clone(),
             needs: needs.clone(),
-            why: why.clone(),
+            why: why.to_string(),
         });
     }
     Ok(ModeDecision {
@@ -140,31 +166,43 @@ pub fn confinement_resolving(
         return Ok(format!("computed for {target}; enforced there"));
     }
     let mut confiner = Confiner::for_host();
-    let opts =
-        ResolveOptions::for_host(home).map_err(|e| format!("cannot resolve the policy: {e}"))?;
+    let opts = ResolveOptions::for_host(home)
+        .map_err(|e| Unconfined::NoSandbox(format!("cannot resolve the policy: {e}")))?;
     let policy = sandboxer::Policy::from_toml(policy_text, "launch policy", &opts)
-        .map_err(|e| format!("the launch policy is invalid: {e}"))?;
+        .map_err(|e| Unconfined::NoSandbox(format!("the launch policy is invalid: {e}")))?;
     let how = confiner.check(&policy);
     let trusted = match (target, enforcer) {
         (Target::Linux, Some(path)) => trusted_enforcer(&policy, path),
         _ => Ok(()),
     };
     *resolved = Some(Resolved { policy, confiner });
-    let how = how.map(describe).map_err(|why| why.to_string())?;
+    let how = how
+        .map(describe)
+        .map_err(|why| Unconfined::NoSandbox(why.to_string()))?;
     trusted.map(|()| how)
 }
 
 /// [`programs::check_file`] and [`programs::check_guarded`] for the enforcer at `path`, as the
-/// reason a launch is not confined.
-fn trusted_enforcer(policy: &sandboxer::Policy, path: &Path) -> Result<(), String> {
-    programs::check_file(path)
-        .and_then(|real| programs::check_guarded(policy, &real))
-        .map_err(|e| {
-            format!(
-                "the sandboxer binary that would confine it cannot be trusted: {e}; to fix: {}",
-                e.fix()
-            )
-        })
+/// reason a launch is not confined. The file's own state (its owner, its and its folders'
+/// modes) is something a chat may have brought about — `chmod 777` on the folder of a
+/// `sandboxer` built in the home — so it is [`Unconfined::UntrustedEnforcer`], which `auto`
+/// refuses; a missing binary, or a policy that does not keep it unwritable (the person's
+/// `[autorun] guard = false`, which no chat can change), is not, and `auto` falls back as where
+/// no sandbox works.
+fn trusted_enforcer(policy: &sandboxer::Policy, path: &Path) -> Result<(), Unconfined> {
+    let why = |e: programs::Untrusted| {
+        format!(
+            "the sandboxer binary that would confine it cannot be trusted: {e}; to fix: {}",
+            e.fix()
+        )
+    };
+    let real = programs::check_file(path).map_err(|e| match e {
+        programs::Untrusted::Owner { .. } | programs::Untrusted::Writable { .. } => {
+            Unconfined::UntrustedEnforcer(why(e))
+        }
+        _ => Unconfined::NoSandbox(why(e)),
+    })?;
+    programs::check_guarded(policy, &real).map_err(|e| Unconfined::NoSandbox(why(e)))
 }
 
 /// How the mode reason names a confinement.

@@ -27,6 +27,12 @@ pub enum LaunchError {
     },
     #[error("full mode refused: {0}. Use --mode bridge-only, or --mode auto to fall back to it")]
     FullRefused(String),
+    /// The sandbox works here but its enforcer cannot be trusted: `auto` does not fall back.
+    #[error(
+        "the launch is refused: {0}. Until it is fixed, no mode but an explicit --mode bridge-only \
+         runs (unconfined), and `dispatcher doctor` reports it"
+    )]
+    EnforcerUntrusted(String),
     #[error(
         "--mode auto must be decided on the machine that runs the CLI; for --target {0} pass --mode full or --mode bridge-only"
     )]

@@ -49,8 +49,8 @@ use std::path::Path;
 pub use attached::run_attached;
 pub use bridge::serve_bridge;
 pub use confine::{
-    Confinement, Decide, Resolved, confinement, decide_mode, person_lists_env, wrapper_argv,
-    wrapper_command,
+    Confinement, Decide, Resolved, Unconfined, confinement, decide_mode, person_lists_env,
+    wrapper_argv, wrapper_command,
 };
 pub use ending::{exit_code, of_status};
 pub use endpoint::{DUMMY_KEY, ModelEndpoint};

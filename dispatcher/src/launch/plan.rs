@@ -412,7 +412,7 @@ fn prompt_note_text(
     v.0.insert(
         "autorun",
         if autorun_guard {
-            "Files that make programs outside the sandbox run code later (shell start-up files, git hooks and config, the CLIs' settings and binaries) are read-only to you; reading them works. Do not try to change them.".into()
+            "Files that make programs outside the sandbox run code later (shell start-up files, git's config and the .git folders of repositories outside your workflow, so commits there fail, the CLIs' settings and binaries) are read-only to you; reading them works. Do not try to change them.".into()
         } else {
             "The autorun guard is off in this chat's policy: shell start-up files, git hooks and the CLIs' settings are writable; change them only when asked.".into()
         },

@@ -51,11 +51,6 @@ pub struct Entry {
 /// How repositories under the home are looked for (`[repositories]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RepositorySettings {
-    /// Guarded in each git folder (`hooks`, `config`, …).
-    pub guard: Vec<String>,
-    /// What the Linux masks put at a name of `guard` missing at launch; a name not here gets
-    /// nothing ([`Missing::None`]).
-    pub missing: std::collections::BTreeMap<String, Missing>,
     pub limits: ScanLimits,
 }
 
@@ -95,11 +90,6 @@ struct RawEntry {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRepositories {
-    guard: Vec<Spanned<String>>,
-    #[serde(default)]
-    missing_folders: Vec<Spanned<String>>,
-    #[serde(default)]
-    missing_files: std::collections::BTreeMap<String, String>,
     max_depth: usize,
     max_dirs: usize,
     budget_ms: u64,
@@ -226,42 +216,6 @@ pub fn parse(target: Target, text: &str, file: &str, env: &Env) -> Result<List, 
         });
     }
     let r = &raw.repositories;
-    for (i, g) in r.guard.iter().enumerate() {
-        let name = g.get_ref();
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(err(
-                g.span().start,
-                &format!("repositories.guard[{i}]"),
-                format!("{name:?} must be one name inside the git folder, like \"hooks\""),
-            ));
-        }
-    }
-    let mut missing = std::collections::BTreeMap::new();
-    for (i, n) in r.missing_folders.iter().enumerate() {
-        if !r.guard.iter().any(|g| g.get_ref() == n.get_ref()) {
-            return Err(err(
-                n.span().start,
-                &format!("repositories.missing_folders[{i}]"),
-                format!("{:?} is not one of repositories.guard", n.get_ref()),
-            ));
-        }
-        missing.insert(n.get_ref().clone(), Missing::Folder);
-    }
-    for (name, content) in &r.missing_files {
-        if !r.guard.iter().any(|g| g.get_ref() == name) || missing.contains_key(name) {
-            return Err(err(
-                0,
-                &format!("repositories.missing_files.{name}"),
-                format!("{name:?} must be one of repositories.guard, and not a missing folder"),
-            ));
-        }
-        missing.insert(
-            name.clone(),
-            Missing::File {
-                content: content.clone(),
-            },
-        );
-    }
     let mut programs = Vec::new();
     for (i, n) in raw.programs.names.iter().enumerate() {
         let name = n.get_ref();
@@ -279,8 +233,6 @@ pub fn parse(target: Target, text: &str, file: &str, env: &Env) -> Result<List, 
     Ok(List {
         entries,
         repositories: RepositorySettings {
-            guard: r.guard.iter().map(|g| g.get_ref().clone()).collect(),
-            missing,
             limits: ScanLimits {
                 max_depth: r.max_depth,
                 max_dirs: r.max_dirs,
@@ -374,7 +326,7 @@ mod tests {
         parse(Target::Linux, text, "t.toml", &env(&[])).unwrap_err()
     }
 
-    const TAIL: &str = "[repositories]\nguard=[\"hooks\"]\nmax_depth=1\nmax_dirs=1\nbudget_ms=1\nskip=[]\n[programs]\npath_folders_in_home=true\nnames=[]\n";
+    const TAIL: &str = "[repositories]\nmax_depth=1\nmax_dirs=1\nbudget_ms=1\nskip=[]\n[programs]\npath_folders_in_home=true\nnames=[]\n";
 
     #[test]
     fn bad_lists_name_the_line_and_field() {
@@ -405,9 +357,12 @@ mod tests {
         assert!(e.message.contains("missing"), "{e}");
         let e = bad(&format!(
             "version = 1\n{}",
-            TAIL.replace("\"hooks\"", "\"a/b\"")
+            TAIL.replace("[repositories]\n", "[repositories]\nguard=[\"hooks\"]\n")
         ));
-        assert_eq!(e.field, "repositories.guard[0]", "{e}");
+        assert!(
+            e.message.contains("guard"),
+            "an unknown field is refused: {e}"
+        );
         let e = bad(&format!(
             "version = 1\n{}",
             TAIL.replace("names=[]", "names=[\"a/b\"]")

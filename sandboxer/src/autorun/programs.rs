@@ -68,6 +68,57 @@ pub fn path_folders(path_var: Option<&std::ffi::OsStr>, home: &Path) -> Vec<Entr
     out
 }
 
+/// What the symlinks in the guarded `$PATH` folders of the home (`folders`, from
+/// [`path_folders`]) lead to, when it lies in the home outside those folders: the resolved file
+/// and its package folder ([`package_folder`]). Guarding a folder guards the names in it; a
+/// link there into `~/tools/venv/bin` or an npm prefix runs what that tree holds. At most
+/// [`MAX_LINKS_PER_FOLDER`] links are followed per folder.
+pub fn path_folder_targets(folders: &[Entry], home: &Path) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::new();
+    for folder in folders {
+        let Ok(listing) = std::fs::read_dir(&folder.path) else {
+            continue;
+        };
+        let links = listing
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+            .take(MAX_LINKS_PER_FOLDER);
+        for link in links {
+            let Ok(resolved) = std::fs::canonicalize(link.path()) else {
+                continue;
+            };
+            let outside_folders = !folders
+                .iter()
+                .any(|f| crate::paths::within(&resolved, &f.path));
+            if !crate::paths::within(&resolved, home) || !outside_folders {
+                continue;
+            }
+            let name = link.file_name().to_string_lossy().into_owned();
+            let mut add = |path: PathBuf, what: &str| {
+                if !out.iter().any(|e| e.path == path) {
+                    out.push(Entry {
+                        why: format!(
+                            "{what} that `{name}` in {} runs, outside a sandbox later",
+                            folder.path.display()
+                        ),
+                        missing: Missing::None,
+                        origin: format!("(programs) $PATH {}", folder.path.display()),
+                        path,
+                    });
+                }
+            };
+            add(resolved.clone(), "the file");
+            if let Some(package) = package_folder(&resolved) {
+                add(package, "the package folder");
+            }
+        }
+    }
+    out
+}
+
+/// How many symlinks of one `$PATH` folder are followed (each costs a `realpath`).
+const MAX_LINKS_PER_FOLDER: usize = 500;
+
 fn push_program(out: &mut Vec<Entry>, name: &str, found: &Path) {
     let mut add = |path: PathBuf, what: &str| {
         if !out.iter().any(|e| e.path == path) {
@@ -97,9 +148,13 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The nearest folder above `file` (within [`PACKAGE_DEPTH`]) holding a `package.json` whose
-/// parent is a `node_modules` folder (or a scope inside one): an npm package.
+/// parent is a `node_modules` folder (or a scope inside one): an npm package; or a
+/// `pyvenv.cfg`: a Python virtual environment, whose `site-packages` its commands import.
 fn package_folder(file: &Path) -> Option<PathBuf> {
     for dir in file.ancestors().skip(1).take(PACKAGE_DEPTH) {
+        if dir.join("pyvenv.cfg").is_file() {
+            return Some(dir.to_path_buf());
+        }
         if !dir.join("package.json").is_file() {
             continue;
         }
@@ -152,6 +207,50 @@ mod tests {
         let e = entries(&["tool".into()], Some(&path), &[root.join("own")]);
         let got: Vec<&Path> = e.iter().map(|e| e.path.as_path()).collect();
         assert_eq!(got, [bin.as_path(), root.join("own").as_path()]);
+    }
+
+    #[test]
+    fn links_in_path_folders_guard_what_they_lead_to_in_the_home() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().canonicalize().unwrap();
+        let bin = home.join(".local/bin");
+        let venv = home.join("tools/venv");
+        let pkg = home.join(".npm-global/lib/node_modules/tool");
+        for d in [&bin, &venv.join("bin"), &pkg.join("bin")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        std::fs::write(venv.join("bin/black"), "#!python\n").unwrap();
+        std::fs::write(pkg.join("package.json"), "{}").unwrap();
+        std::fs::write(pkg.join("bin/tool.js"), "#!node\n").unwrap();
+        std::fs::write(bin.join("plain"), "#!/bin/sh\n").unwrap();
+        symlink(venv.join("bin/black"), bin.join("black")).unwrap();
+        symlink(
+            "../../.npm-global/lib/node_modules/tool/bin/tool.js",
+            bin.join("tool"),
+        )
+        .unwrap();
+        symlink("plain", bin.join("inside")).unwrap();
+        symlink("/bin/sh", bin.join("system")).unwrap();
+        symlink("missing", bin.join("dangling")).unwrap();
+        let path = std::env::join_paths([&bin]).unwrap();
+        let folders = path_folders(Some(&path), &home);
+        let mut got: Vec<PathBuf> = path_folder_targets(&folders, &home)
+            .into_iter()
+            .map(|e| e.path)
+            .collect();
+        got.sort();
+        let mut want = vec![
+            venv.join("bin/black"),
+            venv.clone(),
+            pkg.join("bin/tool.js"),
+            pkg.clone(),
+        ];
+        want.sort();
+        assert_eq!(
+            got, want,
+            "the links inside the folder and out of the home lead nowhere new"
+        );
     }
 
     #[test]

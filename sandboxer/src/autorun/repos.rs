@@ -1,4 +1,4 @@
-//! Finding the git repositories under a home, so their hooks and config can be guarded.
+//! Finding the git repositories under a home, so their git folders can be guarded.
 //!
 //! A repository's `.git/hooks/` and `.git/config` make git run code for the person later
 //! (`pre-commit`, `core.fsmonitor`, which a shell prompt's `git status` runs). On Linux they are

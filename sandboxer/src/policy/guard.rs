@@ -2,10 +2,8 @@
 //!
 //! Linux compares guarded paths as bytes (its masks sit on the files themselves). On macOS a
 //! guarded path holds every spelling of itself (APFS is case- and normalisation-insensitive,
-//! see [`crate::spelling`]), and when [`AutorunKnobs::repositories`] names entries, every git
-//! folder under the home has those entries guarded (`hooks`, `config`) outside read-write
-//! grants, and the git folder itself is never deleted or renamed there (moving it aside
-//! would take its hooks out of the pattern's reach).
+//! see [`crate::spelling`]), and when [`AutorunKnobs::repositories`] is on, every git folder
+//! under the home is guarded outside read-write grants, itself and everything in it.
 //!
 //! [`AutorunKnobs::repositories`]: super::AutorunKnobs::repositories
 
@@ -21,7 +19,7 @@ use crate::target::Target;
 pub(super) enum GuardHit<'p> {
     /// A guarded entry holds it.
     Entry(&'p Guarded),
-    /// A repository's guarded entry holds it: that entry's path (`…/.git/hooks`).
+    /// A repository's git folder holds it: that folder's path (`…/.git`).
     Repository(PathBuf),
 }
 
@@ -44,43 +42,25 @@ impl Policy {
             return Some(GuardHit::Entry(g));
         }
         let (below, at) = self.in_repositories(p, grant)?;
-        // A `.git` component followed by a guarded name.
-        let i = (0..below.len().saturating_sub(1)).find(|&i| {
-            is_git(below[i])
-                && self
-                    .autorun
-                    .repositories
-                    .iter()
-                    .any(|n| spelling::same_name(below[i + 1], n.as_ref()))
-        })?;
+        let i = below.iter().position(|n| is_git(n))?;
         Some(GuardHit::Repository(
-            p.components().take(at + i + 2).collect(),
+            p.components().take(at + i + 1).collect(),
         ))
     }
 
     /// A rule root strictly beneath `p` (`p` normalized, absolute), on macOS also a guarded
-    /// path however spelled, and a repository's git folder at `p` itself (then its first
-    /// guarded entry); `grant` is `p`'s deepest grant.
-    pub(super) fn ancestor_at(&self, p: &Path, grant: Option<&Grant>) -> Option<Cow<'_, Path>> {
+    /// path however spelled.
+    pub(super) fn ancestor_at(&self, p: &Path) -> Option<Cow<'_, Path>> {
         if let Some(root) = self.rule_roots().find(|root| strictly_within(root, p)) {
             return Some(Cow::Borrowed(root));
         }
         if !self.compares_spellings() {
             return None;
         }
-        if let Some(g) = self
-            .guarded
+        self.guarded
             .iter()
             .find(|g| spelling::strictly_within(&g.path, p))
-        {
-            return Some(Cow::Borrowed(&g.path));
-        }
-        let (below, _) = self.in_repositories(p, grant)?;
-        let first = self.autorun.repositories.first()?;
-        below
-            .last()
-            .is_some_and(|last| is_git(last))
-            .then(|| Cow::Owned(p.join(first)))
+            .map(|g| Cow::Borrowed(g.path.as_path()))
     }
 
     /// The names of `p` below the home, and how many components the home took, when the
@@ -91,7 +71,7 @@ impl Policy {
         p: &'a Path,
         grant: Option<&Grant>,
     ) -> Option<(Vec<&'a std::ffi::OsStr>, usize)> {
-        if self.autorun.repositories.is_empty() || grant.is_some_and(|g| g.access == Access::Rw) {
+        if !self.autorun.repositories || grant.is_some_and(|g| g.access == Access::Rw) {
             return None;
         }
         let at = spelling::within_at(p, &self.home)?;

@@ -68,8 +68,7 @@ fn closed_defaults(target: Target) -> (&'static [&'static str], &'static [&'stat
 }
 
 /// Looks for git repositories under `home` (outside protected roots and read-write grants: a
-/// chat's own repositories stay its own) and adds each one's `settings.guard` entries to
-/// `guarded`. Returns what the scan's bounds left out, for the plan and `doctor`.
+/// chat's own repositories stay its own) and adds each one's git folder to `guarded`. Returns what the scan's bounds left out, for the plan and `doctor`.
 fn repositories(
     settings: &RepositorySettings,
     home: &Path,
@@ -87,28 +86,27 @@ fn repositories(
     let mut known: std::collections::HashSet<PathBuf> =
         guarded.iter().map(|g| g.path.clone()).collect();
     for repo in &found.repos {
-        for name in &settings.guard {
-            let path = repo.git_dir.join(name);
-            if !known.insert(path.clone()) {
-                continue;
-            }
-            guarded.push(Guarded {
-                missing: settings.missing.get(name).cloned().unwrap_or(Missing::None),
-                origin: Origin {
-                    file: "(autorun)".into(),
-                    line: 0,
-                    field: "repositories".into(),
-                },
-                why: Some(format!(
-                    "the git repository {}: git runs its hooks and what its config names \
-                     (core.fsmonitor, core.hooksPath, filters) for the person later, and \
-                     commondir would make it read both from another folder",
-                    repo.git_dir.display()
-                )),
-                path,
-                repository: true,
-            });
+        let path = repo.git_dir.clone();
+        if !known.insert(path.clone()) {
+            continue;
         }
+        guarded.push(Guarded {
+            missing: Missing::None,
+            origin: Origin {
+                file: "(autorun)".into(),
+                line: 0,
+                field: "repositories".into(),
+            },
+            why: Some(format!(
+                "the git repository {}: git runs its hooks and what its config names \
+                 (core.fsmonitor, core.hooksPath, filters) for the person later, and the rest \
+                 of its git folder can point it at other hooks and config (commondir, \
+                 config.worktree, a submodule's or worktree's own git folder)",
+                repo.git_dir.display()
+            )),
+            path,
+            repository: true,
+        });
     }
     found.beyond.iter().map(repos::Beyond::describe).collect()
 }
@@ -509,10 +507,9 @@ impl Cx<'_> {
                     && self.opts.repositories.is_some(),
                 beyond,
                 // One pattern on macOS covers every repository (see policy/guard.rs).
-                repositories: match (&self.opts.repositories, autorun_guard, target) {
-                    (Some(settings), true, Target::Macos) => settings.guard.clone(),
-                    _ => Vec::new(),
-                },
+                repositories: self.opts.repositories.is_some()
+                    && autorun_guard
+                    && target == Target::Macos,
             },
             launchers,
             closed,

@@ -190,10 +190,9 @@ pub struct Guarded {
     pub why: Option<String>,
     /// What the Linux masks put there when it is missing at launch.
     pub missing: crate::autorun::Missing,
-    /// A name in a git repository's git folder (hooks, config, …), found at launch. Of its
-    /// ancestors the Linux masks pin only the git folder: moving the repository moves the
-    /// guard along, and a repository made at the old path is one made while the sandbox runs
-    /// (the gap `autorun-repositories-beyond`).
+    /// A git repository's git folder, found at launch. The Linux masks do not pin its
+    /// ancestors: moving the repository moves the guard along, and a repository made at the
+    /// old path is one made while the sandbox runs (the gap `autorun-repositories-beyond`).
     pub repository: bool,
 }
 
@@ -208,11 +207,11 @@ pub struct AutorunKnobs {
     /// What the guard could not cover on this machine (repositories beyond the scan's bounds),
     /// for `doctor` and the plan.
     pub beyond: Vec<String>,
-    /// macOS: the entries of every git folder under the home that are guarded outside
-    /// read-write grants (`hooks`, `config`), by one pattern; empty when off (Linux finds
-    /// repositories at launch and guards them as entries instead).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub repositories: Vec<String>,
+    /// macOS: every git folder under the home is guarded outside read-write grants, by one
+    /// pattern (Linux finds repositories at launch and guards their git folders as entries
+    /// instead).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub repositories: bool,
 }
 
 /// Folders a closed base opens: `read` (read, list, exec) and `write` (everything).
@@ -560,12 +559,7 @@ impl Policy {
         };
         let p = path.as_path();
         let grant = self.deepest_grant(p);
-        self.at_with(
-            p,
-            grant,
-            self.ancestor_at(p, grant),
-            self.guard_at(p, grant),
-        )
+        self.at_with(p, grant, self.ancestor_at(p), self.guard_at(p, grant))
     }
 
     /// [`Policy::at`] at the normal, absolute `p`, given its deepest grant, the rule root

@@ -64,7 +64,7 @@ pub struct ResolveOptions {
     pub programs: Option<Vec<String>>,
     /// The autorun list's `[programs] path_folders_in_home`.
     pub path_folders_in_home: bool,
-    /// Git repositories under the home, whose hooks and config are guarded too: Linux looks
+    /// Git repositories under the home, whose git folders are guarded too: Linux looks
     /// for them at load time (on this machine only); macOS guards every repository with one
     /// pattern ([`crate::policy::AutorunKnobs::repositories`]). None: not guarded.
     pub repositories: Option<RepositorySettings>,
@@ -168,8 +168,10 @@ impl ResolveOptions {
             true => autorun::programs::path_folders(path_var, &self.home),
             false => Vec::new(),
         };
+        let targets = autorun::programs::path_folder_targets(&folders, &self.home);
         for e in folders
             .into_iter()
+            .chain(targets)
             .chain(autorun::programs::entries(&all, path_var, files))
         {
             if !self.autorun.iter().any(|x| x.path == e.path) {

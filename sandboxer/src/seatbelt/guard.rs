@@ -5,7 +5,7 @@
 //! matching rule wins) instead of carved out of each writable region. Each guarded path is
 //! named as its bytes (`subpath`) and as a regex for every spelling of it (`spelled`), since
 //! APFS opens `~/.ZSHRC` as `~/.zshrc`; its ancestors, however spelled, are never deleted or
-//! renamed. On macOS the repository pattern guards each git folder's `hooks` and `config`
+//! renamed. On macOS the repository pattern guards every git folder, and everything in it,
 //! under the home, except inside read-write grants, where only that pattern is lifted.
 //!
 //! The other denials after every allow are the names reserved in every spelling
@@ -18,9 +18,7 @@ use std::path::Path;
 use super::RenderError;
 use super::escape::path_literal;
 use super::filters::Alternatives;
-use super::spelled::{
-    exact_regex, git_folder_regex, regex_literal, repository_regex, subtree_regex,
-};
+use super::spelled::{exact_regex, regex_literal, repository_regex, subtree_regex};
 use crate::policy::{Access, Policy};
 
 /// The guard's filter lists; each empty when there is nothing to deny.
@@ -89,7 +87,7 @@ impl GuardFilters {
         }
         unlink.regexes(None, &kept);
 
-        if !policy.autorun.repositories.is_empty() {
+        if policy.autorun.repositories {
             let home = text(&policy.home, "home")?;
             let rw: Vec<String> = policy
                 .grants
@@ -106,15 +104,9 @@ impl GuardFilters {
                     })
                 })
                 .collect::<Result<_, _>>()?;
-            let repos = repository_regex(home, &policy.autorun.repositories);
             writes.regex_outside(
                 Some("every repository's git folder under the home, outside read-write grants"),
-                &literal(&repos, "repository pattern", &policy.home)?,
-                &rw,
-            );
-            unlink.regex_outside(
-                Some("every repository's git folder itself, outside read-write grants"),
-                &literal(&git_folder_regex(home), "repository pattern", &policy.home)?,
+                &literal(&repository_regex(home), "repository pattern", &policy.home)?,
                 &rw,
             );
         }

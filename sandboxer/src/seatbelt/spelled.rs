@@ -68,21 +68,9 @@ pub fn exact_regex(path: &str) -> String {
     format!("^{}$", spellings(path))
 }
 
-/// Inside `home`, a git folder's entry named one of `names`, or beneath it, however spelled:
-/// `^HOME/(.*/)?\.git/(hooks|config)(/|$)`. `names` must not be empty.
-pub fn repository_regex(home: &str, names: &[String]) -> String {
-    let names: Vec<String> = names.iter().map(|n| spellings(n)).collect();
-    format!(
-        "^{}/(.*/)?{}/({})(/|$)",
-        spellings(home),
-        spellings(".git"),
-        names.join("|")
-    )
-}
-
-/// Inside `home`, a git folder itself, however spelled: `^HOME/(.*/)?\.git$`.
-pub fn git_folder_regex(home: &str) -> String {
-    format!("^{}/(.*/)?{}$", spellings(home), spellings(".git"))
+/// Inside `home`, a git folder or anything in it, however spelled: `^HOME/(.*/)?\.git(/|$)`.
+pub fn repository_regex(home: &str) -> String {
+    format!("^{}/(.*/)?{}(/|$)", spellings(home), spellings(".git"))
 }
 
 /// A regex as an SBPL string literal.
@@ -133,10 +121,7 @@ mod tests {
             subtree_regex("/zo\u{eb}"),
             "^/[Zz][Oo](E\u{308}|e\u{308}|\u{cb}|\u{eb})(/|$)"
         );
-        assert_eq!(
-            repository_regex("/h", &["hooks".into(), "config".into()]),
-            r"^/[Hh]/(.*/)?\.[Gg][Ii][Tt]/([Hh][Oo][Oo][Kk][Ss]|[Cc][Oo][Nn][Ff][Ii][Gg])(/|$)"
-        );
+        assert_eq!(repository_regex("/h"), r"^/[Hh]/(.*/)?\.[Gg][Ii][Tt](/|$)");
         assert_eq!(regex_literal(r"^/a\.b").unwrap(), r#""^/a\\.b""#);
     }
 
@@ -167,19 +152,21 @@ mod tests {
             assert!(matches(&agents, yes), "{yes}");
         }
         assert!(!matches(&agents, "/Users/zoe/Library/LaunchAgents"));
-        let repos = repository_regex("/Users/ada", &["hooks".into(), "config".into()]);
+        let repos = repository_regex("/Users/ada");
         for yes in [
             "/Users/ada/p/.git/hooks/pre-commit",
             "/Users/ada/a/b/.GIT/Hooks",
             "/Users/ada/.git/config",
+            "/Users/ada/p/.git",
+            "/Users/ada/p/.Git/commondir",
+            "/Users/ada/p/.git/modules/sub/hooks/post-checkout",
         ] {
             assert!(matches(&repos, yes), "{yes}");
         }
         for no in [
-            "/Users/ada/p/.git/HEAD",
-            "/Users/ada/p/.git/objects/ab",
             "/Users/ada/p/x.git/hooks",
-            "/Users/ada/p/.git/configs",
+            "/Users/ada/p/.gitignore",
+            "/Users/ada/p/.github/workflows/ci.yml",
             "/Users/adam/p/.git/config",
             "/x/p/.git/config",
         ] {

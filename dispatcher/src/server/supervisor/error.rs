@@ -45,6 +45,7 @@ impl From<LaunchError> for ApiError {
             LaunchError::ModeUnsupported { .. }
             | LaunchError::BridgeOnlyNeedsSandbox { .. }
             | LaunchError::FullRefused(_)
+            | LaunchError::EnforcerUntrusted(_)
             | LaunchError::AutoOffHost(_)
             | LaunchError::CliUnprotected { .. } => {
                 ApiError::new(422, "mode_refused", e.to_string())

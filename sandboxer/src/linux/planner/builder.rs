@@ -545,6 +545,19 @@ impl<'a> Planner<'a> {
     /// copied, not covered).
     fn plan_pins(&mut self) -> Result<(), PlanError> {
         let policy = self.policy;
+        // A repository's git folder is guarded as a whole (a mount: it cannot be moved); the
+        // folders above it are not pinned: moving the repository moves the guard along (see
+        // [`crate::policy::Guarded::repository`]).
+        let in_repositories: HashSet<&Path> = policy
+            .guarded
+            .iter()
+            .filter(|g| g.repository)
+            .map(|g| g.path.as_path())
+            .collect();
+        let repository_guard = |m: &MountStep| match m {
+            MountStep::Guard { path, .. } => in_repositories.contains(path.as_path()),
+            _ => false,
+        };
         let held: BTreeSet<PathBuf> = policy
             .protected
             .iter()
@@ -556,7 +569,7 @@ impl<'a> Planner<'a> {
                 self.mounts
                     .iter()
                     .filter(|m| !matches!(m, MountStep::BindBack { .. }))
-                    .filter(|m| !self.repository_guard(m))
+                    .filter(|m| !repository_guard(m))
                     .map(|m| m.path().to_path_buf()),
             )
             .collect();
@@ -612,20 +625,6 @@ impl<'a> Planner<'a> {
                 }
             }
         }
-        // A repository's git folder is pinned, not the folders above it: swapping the whole
-        // git folder for a copy with another config would keep every guard on the old one.
-        // Moving the repository itself moves its guards along (see `repository_guard`).
-        let git_folders: BTreeSet<(PathBuf, PathBuf)> = self
-            .mounts
-            .iter()
-            .filter(|m| self.repository_guard(m))
-            .filter_map(|m| Some((m.path().parent()?.to_path_buf(), m.path().to_path_buf())))
-            .collect();
-        for (git, of) in git_folders {
-            if !pins.contains_key(&git) && self.kind(&git)? == Some(EntryKind::Dir) {
-                pins.insert(git, of);
-            }
-        }
         // (position among the other steps, depth, path): shallower pins first at one position.
         let mut placed: Vec<(usize, usize, PathBuf, PathBuf)> = pins
             .into_iter()
@@ -650,13 +649,6 @@ impl<'a> Planner<'a> {
         self.mounts
             .extend(pins.map(|(_, _, path, of)| MountStep::Pin { path, of }));
         Ok(())
-    }
-
-    /// A guard on a name in a repository's git folder: of its ancestors only the git folder
-    /// is pinned (see [`crate::policy::Guarded::repository`]).
-    fn repository_guard(&self, step: &MountStep) -> bool {
-        matches!(step, MountStep::Guard { path, .. }
-            if self.policy.guarded.iter().any(|g| g.repository && g.path == *path))
     }
 
     fn launcher_folders(&self) -> impl Iterator<Item = PathBuf> + '_ {
