@@ -77,6 +77,10 @@ fn home(r: &Runner, policy_extra: &str) -> Home {
     )
     .unwrap();
     git(&home.join("src/outside"), &["init", "-q"]);
+    // Project settings a CLI obeys in a folder it trusts.
+    fs::create_dir_all(home.join("src/outside/.claude")).unwrap();
+    fs::write(home.join("src/outside/.claude/settings.json"), "{}\n").unwrap();
+    fs::write(home.join("src/outside/.mcp.json"), "{}\n").unwrap();
     chown_tree(&root, r.uid, r.gid);
     fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     Home {
@@ -355,6 +359,11 @@ fn repositories_outside_grants_are_guarded(r: &Runner) {
             (allow, "read", &["src/outside/.git/config"]),
             (allow, "read", &["src/outside/.git/HEAD"]),
             (allow, "create", &["src/outside/tracked.txt"]),
+            // Its project settings that exist: hooks and MCP servers a CLI obeys there.
+            (deny, "write", &["src/outside/.claude/settings.json"]),
+            (deny, "create", &["src/outside/.claude/settings.local.json"]),
+            (deny, "write", &["src/outside/.mcp.json"]),
+            (allow, "read", &["src/outside/.mcp.json"]),
         ],
     );
     // git itself: outside the grants the history reads but does not change, and inside the

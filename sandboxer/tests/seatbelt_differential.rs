@@ -290,6 +290,7 @@ fn load(text: &str, repositories: bool) -> Option<Policy> {
     let mut opts = ResolveOptions::new(Target::Macos, PathBuf::from("/Users/ada"), false).unwrap();
     if repositories {
         opts.repositories = Some(RepositorySettings {
+            project_settings: vec![".claude".into(), ".mcp.json".into()],
             limits: ScanLimits {
                 max_depth: 0,
                 skip: Vec::new(),
@@ -325,7 +326,8 @@ fn query_paths(policy: &Policy, extra: &[PathBuf]) -> BTreeSet<PathBuf> {
         out.insert(cat(r, b"/\xff\xfe"));
         out.insert(cat(r, b"2"));
         out.insert(cat(r, b" b"));
-        // Other spellings (APFS: the same file) and repositories' git folders. ASCII only:
+        // Other spellings (APFS: the same file), repositories' git folders and project
+        // settings. ASCII only:
         // the repository pattern's `.*` cannot be decided over non-ASCII names.
         if let Some(text) = r.to_str().filter(|t| t.is_ascii()) {
             out.insert(PathBuf::from(text.to_uppercase()));
@@ -336,6 +338,10 @@ fn query_paths(policy: &Policy, extra: &[PathBuf]) -> BTreeSet<PathBuf> {
                 ".GIT/Config",
                 ".git/HEAD",
                 ".git/configs",
+                ".claude/settings.json",
+                ".CLAUDE",
+                ".mcp.json",
+                ".mcp.jsonx",
             ] {
                 out.insert(r.join(git));
             }

@@ -285,10 +285,33 @@ fn repositories_outside_grants_only() {
             "/.gitignore",
             "/.github/workflows/ci.yml",
             "/x.git/config",
+            "/.claudex/settings.json",
+            "/.mcp.json.bak",
         ] {
             assert_open(&policy, &profile, Path::new(&format!("{repo}{p}")));
         }
+        // Project settings a CLI or editor obeys in a folder it trusts, in every spelling.
+        for p in [
+            "/.claude/settings.json",
+            "/.Claude/settings.local.json",
+            "/.claude",
+            "/.mcp.json",
+            "/.gemini/settings.json",
+            "/.vscode/tasks.json",
+            "/.cursor/mcp.json",
+            "/opencode.json",
+            "/sub/dir/.MCP.JSON",
+        ] {
+            assert_guarded(&policy, &profile, Path::new(&format!("{repo}{p}")));
+        }
     }
+    // The home's own `.claude` (Claude Code's state) is not a project's: only its listed
+    // files are guarded.
+    assert_open(
+        &policy,
+        &profile,
+        Path::new("/Users/ada/.claude/history.jsonl"),
+    );
     for op in [Op::Delete, Op::Rename] {
         let git = Path::new("/Users/ada/code/p/.git");
         assert_eq!(verdict(&policy, &profile, op, git), Verdict::Deny, "{op}");
@@ -307,6 +330,8 @@ fn repositories_outside_grants_only() {
         "/.git/config",
         "/.git/HEAD",
         "/sub/.git/config",
+        "/.claude/settings.local.json",
+        "/.mcp.json",
     ] {
         assert_open(&policy, &profile, Path::new(&format!("{WORKFLOW}{p}")));
     }

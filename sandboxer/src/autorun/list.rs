@@ -51,6 +51,9 @@ pub struct Entry {
 /// How repositories under the home are looked for (`[repositories]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RepositorySettings {
+    /// Names in a working tree (`.claude`, `.mcp.json`, `.vscode`, …) whose project settings a
+    /// CLI or editor the person runs there later obeys once it trusts the folder.
+    pub project_settings: Vec<String>,
     pub limits: ScanLimits,
 }
 
@@ -90,6 +93,8 @@ struct RawEntry {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRepositories {
+    #[serde(default)]
+    project_settings: Vec<Spanned<String>>,
     max_depth: usize,
     max_dirs: usize,
     budget_ms: u64,
@@ -216,6 +221,21 @@ pub fn parse(target: Target, text: &str, file: &str, env: &Env) -> Result<List, 
         });
     }
     let r = &raw.repositories;
+    for (i, n) in r.project_settings.iter().enumerate() {
+        let name = n.get_ref();
+        if name.is_empty()
+            || name.contains('/')
+            || name.contains('\0')
+            || name == "."
+            || name == ".."
+        {
+            return Err(err(
+                n.span().start,
+                &format!("repositories.project_settings[{i}]"),
+                format!("{name:?} must be one name in a working tree, like \".claude\""),
+            ));
+        }
+    }
     let mut programs = Vec::new();
     for (i, n) in raw.programs.names.iter().enumerate() {
         let name = n.get_ref();
@@ -233,6 +253,11 @@ pub fn parse(target: Target, text: &str, file: &str, env: &Env) -> Result<List, 
     Ok(List {
         entries,
         repositories: RepositorySettings {
+            project_settings: r
+                .project_settings
+                .iter()
+                .map(|n| n.get_ref().clone())
+                .collect(),
             limits: ScanLimits {
                 max_depth: r.max_depth,
                 max_dirs: r.max_dirs,

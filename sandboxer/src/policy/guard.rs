@@ -3,9 +3,12 @@
 //! Linux compares guarded paths as bytes (its masks sit on the files themselves). On macOS a
 //! guarded path holds every spelling of itself (APFS is case- and normalisation-insensitive,
 //! see [`crate::spelling`]), and when [`AutorunKnobs::repositories`] is on, every git folder
-//! under the home is guarded outside read-write grants, itself and everything in it.
+//! under the home is guarded outside read-write grants, itself and everything in it, and so
+//! are the project settings named by [`AutorunKnobs::project_settings`] in every folder below
+//! the home (`~/p/.claude`, not `~/.claude`).
 //!
 //! [`AutorunKnobs::repositories`]: super::AutorunKnobs::repositories
+//! [`AutorunKnobs::project_settings`]: super::AutorunKnobs::project_settings
 
 use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
@@ -42,7 +45,16 @@ impl Policy {
             return Some(GuardHit::Entry(g));
         }
         let (below, at) = self.in_repositories(p, grant)?;
-        let i = below.iter().position(|n| is_git(n))?;
+        // A git folder anywhere below the home; project settings in a folder below it.
+        let i = below.iter().enumerate().position(|(i, n)| {
+            is_git(n)
+                || (i > 0
+                    && self
+                        .autorun
+                        .project_settings
+                        .iter()
+                        .any(|s| spelling::same_name(n, s.as_ref())))
+        })?;
         Some(GuardHit::Repository(
             p.components().take(at + i + 1).collect(),
         ))

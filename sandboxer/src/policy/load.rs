@@ -85,18 +85,41 @@ fn repositories(
     let found = repos::scan(home, &settings.limits, &exclude);
     let mut known: std::collections::HashSet<PathBuf> =
         guarded.iter().map(|g| g.path.clone()).collect();
+    let origin = Origin {
+        file: "(autorun)".into(),
+        line: 0,
+        field: "repositories".into(),
+    };
     for repo in &found.repos {
+        // Project settings that exist at launch; one missing then can be made (a placeholder
+        // would show in the person's project: docs/linux.md).
+        let tree = repo.git_dir.parent().filter(|_| !repo.bare);
+        for name in tree
+            .into_iter()
+            .flat_map(|t| settings.project_settings.iter().map(move |n| t.join(n)))
+        {
+            if std::fs::symlink_metadata(&name).is_ok() && known.insert(name.clone()) {
+                guarded.push(Guarded {
+                    missing: Missing::None,
+                    origin: origin.clone(),
+                    why: Some(format!(
+                        "project settings in the repository {}: a CLI or editor the person \
+                         runs there obeys their hooks, MCP servers and tasks once it trusts \
+                         the folder",
+                        repo.git_dir.parent().unwrap_or(&repo.git_dir).display()
+                    )),
+                    path: name,
+                    repository: true,
+                });
+            }
+        }
         let path = repo.git_dir.clone();
         if !known.insert(path.clone()) {
             continue;
         }
         guarded.push(Guarded {
             missing: Missing::None,
-            origin: Origin {
-                file: "(autorun)".into(),
-                line: 0,
-                field: "repositories".into(),
-            },
+            origin: origin.clone(),
             why: Some(format!(
                 "the git repository {}: git runs its hooks and what its config names \
                  (core.fsmonitor, core.hooksPath, filters) for the person later, and the rest \
@@ -510,6 +533,10 @@ impl Cx<'_> {
                 repositories: self.opts.repositories.is_some()
                     && autorun_guard
                     && target == Target::Macos,
+                project_settings: match (&self.opts.repositories, autorun_guard, target) {
+                    (Some(settings), true, Target::Macos) => settings.project_settings.clone(),
+                    _ => Vec::new(),
+                },
             },
             launchers,
             closed,

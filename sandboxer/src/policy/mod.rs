@@ -212,6 +212,11 @@ pub struct AutorunKnobs {
     /// instead).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub repositories: bool,
+    /// macOS: the names of project settings (`.claude`, `.mcp.json`, …) guarded by the same
+    /// pattern in every folder below the home, outside read-write grants (Linux guards those
+    /// of the repositories it finds, as entries).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub project_settings: Vec<String>,
 }
 
 /// Folders a closed base opens: `read` (read, list, exec) and `write` (everything).

@@ -18,7 +18,9 @@ use std::path::Path;
 use super::RenderError;
 use super::escape::path_literal;
 use super::filters::Alternatives;
-use super::spelled::{exact_regex, regex_literal, repository_regex, subtree_regex};
+use super::spelled::{
+    exact_regex, project_settings_regex, regex_literal, repository_regex, subtree_regex,
+};
 use crate::policy::{Access, Policy};
 
 /// The guard's filter lists; each empty when there is nothing to deny.
@@ -109,6 +111,14 @@ impl GuardFilters {
                 &literal(&repository_regex(home), "repository pattern", &policy.home)?,
                 &rw,
             );
+            if !policy.autorun.project_settings.is_empty() {
+                let names = &policy.autorun.project_settings;
+                writes.regex_outside(
+                    Some("project settings in every folder below the home, outside read-write grants"),
+                    &literal(&project_settings_regex(home, names), "repository pattern", &policy.home)?,
+                    &rw,
+                );
+            }
         }
         Ok(GuardFilters {
             writes: writes.into_string(),

@@ -73,6 +73,14 @@ pub fn repository_regex(home: &str) -> String {
     format!("^{}/(.*/)?{}(/|$)", spellings(home), spellings(".git"))
 }
 
+/// Inside a folder below `home` (not in the home itself), an entry named one of `names` or
+/// anything in it, however spelled: `^HOME/.+/(\.claude|\.mcp\.json)(/|$)`. `names` must not
+/// be empty.
+pub fn project_settings_regex(home: &str, names: &[String]) -> String {
+    let names: Vec<String> = names.iter().map(|n| spellings(n)).collect();
+    format!("^{}/.+/({})(/|$)", spellings(home), names.join("|"))
+}
+
 /// A regex as an SBPL string literal.
 pub fn regex_literal(regex: &str) -> Result<String, EscapeError> {
     string_literal(regex)
