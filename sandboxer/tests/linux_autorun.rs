@@ -211,7 +211,19 @@ fn ops(h: &Home, cases: &[Case]) -> Vec<(String, Vec<PathBuf>)> {
 /// allow succeeds. Each refused op is also the control's: alone, unconfined, in a fresh home
 /// of its own with the stand-ins, it succeeds.
 fn check(r: &Runner, policy_extra: &str, cases: &[Case]) -> Home {
+    let stand_ins_outside = |h: &Home, control: bool| {
+        if control {
+            stand_ins(h);
+            chown_tree(&h.home, r.uid, r.gid);
+        }
+    };
+    check_in(r, policy_extra, cases, &stand_ins_outside)
+}
+
+/// [`check`] in homes that `setup` changes first (`control`: the control's home).
+fn check_in(r: &Runner, policy_extra: &str, cases: &[Case], setup: &dyn Fn(&Home, bool)) -> Home {
     let inside = home(r, policy_extra);
+    setup(&inside, false);
     let got_in = probe(r, &inside, true, &ops(&inside, cases));
     let mut wrong = Vec::new();
     for (case, i) in cases.iter().zip(&got_in) {
@@ -226,8 +238,7 @@ fn check(r: &Runner, policy_extra: &str, cases: &[Case]) -> Home {
         }
         if !allowed {
             let outside = home(r, policy_extra);
-            stand_ins(&outside);
-            chown_tree(&outside.home, r.uid, r.gid);
+            setup(&outside, true);
             let o = probe(
                 r,
                 &outside,
@@ -694,30 +705,7 @@ fn a_symlink_on_the_way_to_a_guarded_path_stays(r: &Runner) {
         (deny, "delete", &[".config"]),
         (deny, "exchange", &[".config", "notes.txt"]),
     ];
-    let inside = home(r, "");
-    linked(&inside);
-    let got = probe(r, &inside, true, &ops(&inside, cases));
-    let mut wrong = Vec::new();
-    for (case, got) in cases.iter().zip(&got) {
-        let (allowed, op, args) = case;
-        if *allowed != got.is_ok() {
-            wrong.push(format!("{op} {args:?}: inside {got:?}, allowed: {allowed}"));
-        }
-        if !allowed {
-            let outside = home(r, "");
-            linked(&outside);
-            let o = probe(
-                r,
-                &outside,
-                false,
-                &ops(&outside, std::slice::from_ref(case)),
-            );
-            if let Err(e) = &o[0] {
-                wrong.push(format!("{op} {args:?}: control failed outside too ({e})"));
-            }
-        }
-    }
-    assert!(wrong.is_empty(), "as uid {}:\n{}", r.uid, wrong.join("\n"));
+    let inside = check_in(r, "", cases, &|h, _| linked(h));
     assert!(
         inside.home.join(".config").is_symlink(),
         "the link is still there"
