@@ -6,8 +6,11 @@
 //! spellings of one character (what the Seatbelt regexes match, `seatbelt::spelled`).
 //!
 //! Bounds, stated: case is folded per character, with Rust's simple (one character to one
-//! character) mappings — `ß`/`SS`, `İ` and other mappings to several characters are left as
-//! they are; normalisation is Unicode's canonical one (NFC/NFD), not the compatibility one.
+//! character) mappings — a character's upper case lower-cased, so that the Kelvin sign is
+//! `k`, the long s `ſ` is `s` and `ẞ` is `ß`, while `ß`/`SS`, `İ` and other mappings to
+//! several characters are left as they are (the dotless `ı` folds with `i`, one spelling more
+//! than APFS's, on the safe side); normalisation is Unicode's canonical one (NFC/NFD), not the
+//! compatibility one.
 //! APFS's own tables may differ in such corners; ASCII and the common accented letters are
 //! exact.
 
@@ -34,11 +37,81 @@ fn simple_upper(c: char) -> char {
     }
 }
 
+/// `c` case-folded: its simple upper case lower-cased, so that characters with no case pair of
+/// their own fold with the letter they are a form of (the Kelvin sign `K` to `k`, the long
+/// s `ſ` to `s`, final sigma to sigma), as a case-insensitive file system compares them.
+fn fold_char(c: char) -> char {
+    simple_lower(simple_upper(c))
+}
+
+/// The characters that fold to a character ([`fold_char`]) without being its simple upper or
+/// lower case: the spellings of that character that case mappings alone do not give.
+/// Complete for this Rust's Unicode tables (the test `extra_spellings_are_every_one` scans
+/// every character).
+const EXTRA: &[(char, &[char])] = &[
+    ('\u{69}', &['\u{131}']),
+    ('\u{6B}', &['\u{212A}']),
+    ('\u{73}', &['\u{17F}']),
+    ('\u{DF}', &['\u{1E9E}']),
+    ('\u{E5}', &['\u{212B}']),
+    ('\u{1C6}', &['\u{1C5}']),
+    ('\u{1C9}', &['\u{1C8}']),
+    ('\u{1CC}', &['\u{1CB}']),
+    ('\u{1F3}', &['\u{1F2}']),
+    ('\u{3B2}', &['\u{3D0}']),
+    ('\u{3B5}', &['\u{3F5}']),
+    ('\u{3B8}', &['\u{3D1}', '\u{3F4}']),
+    ('\u{3B9}', &['\u{345}', '\u{1FBE}']),
+    ('\u{3BA}', &['\u{3F0}']),
+    ('\u{3BC}', &['\u{B5}']),
+    ('\u{3C0}', &['\u{3D6}']),
+    ('\u{3C1}', &['\u{3F1}']),
+    ('\u{3C3}', &['\u{3C2}']),
+    ('\u{3C6}', &['\u{3D5}']),
+    ('\u{3C9}', &['\u{2126}']),
+    ('\u{432}', &['\u{1C80}']),
+    ('\u{434}', &['\u{1C81}']),
+    ('\u{43E}', &['\u{1C82}']),
+    ('\u{441}', &['\u{1C83}']),
+    ('\u{442}', &['\u{1C84}', '\u{1C85}']),
+    ('\u{44A}', &['\u{1C86}']),
+    ('\u{463}', &['\u{1C87}']),
+    ('\u{1E61}', &['\u{1E9B}']),
+    ('\u{1F80}', &['\u{1F88}']),
+    ('\u{1F81}', &['\u{1F89}']),
+    ('\u{1F82}', &['\u{1F8A}']),
+    ('\u{1F83}', &['\u{1F8B}']),
+    ('\u{1F84}', &['\u{1F8C}']),
+    ('\u{1F85}', &['\u{1F8D}']),
+    ('\u{1F86}', &['\u{1F8E}']),
+    ('\u{1F87}', &['\u{1F8F}']),
+    ('\u{1F90}', &['\u{1F98}']),
+    ('\u{1F91}', &['\u{1F99}']),
+    ('\u{1F92}', &['\u{1F9A}']),
+    ('\u{1F93}', &['\u{1F9B}']),
+    ('\u{1F94}', &['\u{1F9C}']),
+    ('\u{1F95}', &['\u{1F9D}']),
+    ('\u{1F96}', &['\u{1F9E}']),
+    ('\u{1F97}', &['\u{1F9F}']),
+    ('\u{1FA0}', &['\u{1FA8}']),
+    ('\u{1FA1}', &['\u{1FA9}']),
+    ('\u{1FA2}', &['\u{1FAA}']),
+    ('\u{1FA3}', &['\u{1FAB}']),
+    ('\u{1FA4}', &['\u{1FAC}']),
+    ('\u{1FA5}', &['\u{1FAD}']),
+    ('\u{1FA6}', &['\u{1FAE}']),
+    ('\u{1FA7}', &['\u{1FAF}']),
+    ('\u{1FB3}', &['\u{1FBC}']),
+    ('\u{1FC3}', &['\u{1FCC}']),
+    ('\u{1FF3}', &['\u{1FFC}']),
+    ('\u{A64B}', &['\u{1C88}']),
+];
+
 /// The spelling every equivalent spelling of `text` shares: decomposed (NFD), each character
-/// lower-cased, decomposed again (a lower-cased letter may decompose differently).
+/// case-folded ([`fold_char`]), decomposed again (a folded letter may decompose differently).
 pub fn fold(text: &str) -> String {
     text.nfd()
-        .map(simple_lower)
+        .map(fold_char)
         .collect::<String>()
         .nfd()
         .collect()
@@ -55,17 +128,25 @@ pub fn composed(text: &str) -> String {
 /// them. Marks are kept in canonical order: a reordering of marks of different classes is a
 /// further spelling these do not list.
 pub fn variants(c: char) -> Vec<String> {
+    let extra = EXTRA
+        .iter()
+        .find(|(f, _)| *f == fold_char(c))
+        .map_or(&[][..], |(_, more)| *more);
     let mut out: Vec<String> = [c, simple_lower(c), simple_upper(c)]
         .into_iter()
+        .chain(extra.iter().copied())
         // A case mapping that changes the folded form is not a spelling of the same name
         // (the Kelvin sign K lower-cases to k, but k upper-cases to K).
         .filter(|v| fold(&v.to_string()) == fold(&c.to_string()))
         .flat_map(|v| {
             let marks: Vec<char> = v.to_string().nfd().collect();
-            (1..=marks.len()).filter_map(move |j| {
+            // `v` itself too: a character whose decomposition is another single character
+            // (the Kelvin sign is K, the Angstrom sign Å) composes back to that one, not to
+            // itself, while the file system takes it for the same name.
+            std::iter::once(v.to_string()).chain((1..=marks.len()).filter_map(move |j| {
                 let head: String = marks[..j].iter().collect::<String>().nfc().collect();
                 (head.chars().count() == 1).then(|| head + &marks[j..].iter().collect::<String>())
-            })
+            }))
         })
         .collect();
     out.sort();
@@ -141,6 +222,31 @@ mod tests {
         assert!(within(p, Path::new("/")));
     }
 
+    /// Every character that folds to another without being its upper or lower case is in
+    /// [`EXTRA`], and nothing else is.
+    #[test]
+    fn extra_spellings_are_every_one() {
+        let mut found: Vec<(char, char)> = Vec::new();
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let f = fold_char(c);
+            if c != f && c != simple_upper(f) && c != simple_lower(f) {
+                found.push((f, c));
+            }
+        }
+        let listed: Vec<(char, char)> = EXTRA
+            .iter()
+            .flat_map(|(f, more)| more.iter().map(move |c| (*f, *c)))
+            .collect();
+        found.sort();
+        let mut listed = listed;
+        listed.sort();
+        assert_eq!(found, listed);
+        // The Kelvin sign and the long s, which a guarded `~/.kube` or `~/.zshrc` are spelt with.
+        assert!(variants('k').contains(&"\u{212A}".to_string()));
+        assert!(variants('S').contains(&"\u{17F}".to_string()));
+        assert!(same("~/.\u{212A}ube", "~/.kube") && same(".z\u{17F}hrc", ".zshrc"));
+    }
+
     #[test]
     fn variants_of_a_character() {
         assert_eq!(variants('a'), ["A", "a"]);
@@ -149,7 +255,7 @@ mod tests {
             variants('\u{eb}'),
             ["E\u{308}", "e\u{308}", "\u{cb}", "\u{eb}"]
         );
-        assert_eq!(variants('ß'), ["ß"]);
+        assert_eq!(variants('ß'), ["ß", "ẞ"]);
         for c in ['a', 'Z', 'é', 'Å', 'ñ', '中', '\u{301}'] {
             let v = variants(c);
             assert!(v.contains(&c.to_string()), "{c}: {v:?}");

@@ -190,6 +190,15 @@ fn every_macos_entry_is_read_only_in_every_case() {
         "/Users/ada/.SSH/authorized_keys",
         "/Users/ada/.Claude/Settings.json",
         "/private/var/AT/tabs/ada",
+        // Characters a case-insensitive file system folds with a letter: the Kelvin sign is
+        // k, the long s is s.
+        "/Users/ada/.\u{212A}ube/config",
+        "/Users/ada/.z\u{17F}hrc",
+        "/Users/ada/Library/LaunchAgent\u{17F}/x.plist",
+        // A compiled start-up file zsh loads in place of the guarded one.
+        "/Users/ada/.zshenv.zwc",
+        "/Users/ada/Library/Preferences/ByHost/com.apple.Terminal.0000.plist",
+        "/opt/homebrew/bin/brew",
     ] {
         assert_guarded(&policy, &profile, Path::new(p));
     }

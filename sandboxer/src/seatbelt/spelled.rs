@@ -30,7 +30,9 @@ fn spellings(path: &str) -> String {
         false => composed(path).into(),
     };
     for c in composed.chars() {
-        if c.is_ascii_alphabetic() {
+        // A letter that other characters fold with too (the Kelvin sign with k, the long s
+        // with s) needs their bytes as well: an alternation (below), not a bracket.
+        if c.is_ascii_alphabetic() && variants(c).len() == 2 {
             out.push('[');
             out.push(c.to_ascii_uppercase());
             out.push(c.to_ascii_lowercase());
@@ -42,7 +44,7 @@ fn spellings(path: &str) -> String {
             out.push('[');
             out.push(c);
             out.push(']');
-        } else if c.is_ascii() {
+        } else if c.is_ascii() && !c.is_ascii_alphabetic() {
             out.push(c);
         } else {
             let v = variants(c);
@@ -129,7 +131,11 @@ mod tests {
             subtree_regex("/zo\u{eb}"),
             "^/[Zz][Oo](E\u{308}|e\u{308}|\u{cb}|\u{eb})(/|$)"
         );
-        assert_eq!(repository_regex("/h"), r"^/[Hh]/(.*/)?\.[Gg][Ii][Tt](/|$)");
+        assert_eq!(
+            repository_regex("/h"),
+            "^/[Hh]/(.*/)?\\.[Gg](I|i|\u{131})[Tt](/|$)"
+        );
+        assert_eq!(subtree_regex("/k"), "^/(K|k|\u{212A})(/|$)");
         assert_eq!(regex_literal(r"^/a\.b").unwrap(), r#""^/a\\.b""#);
     }
 
