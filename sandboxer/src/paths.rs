@@ -278,12 +278,10 @@ impl Resolver {
             let folder = own.parent().unwrap_or(Path::new("/"));
             // A relative target is relative to the link's folder; `..` is folded by name, as
             // the links' own folders are resolved already.
-            if let Some(target) = normalize(&folder.join(target)) {
-                let beyond = self.links_within(&target, depth + 1)?;
-                links.push(own);
-                links.extend(beyond);
-            } else {
-                links.push(own);
+            let target = normalize(&folder.join(target));
+            links.push(own);
+            if let Some(target) = target {
+                links.extend(self.links_within(&target, depth + 1)?);
             }
         }
         self.links.insert(path.to_path_buf(), links.clone());

@@ -107,6 +107,13 @@ const EXTRA: &[(char, &[char])] = &[
     ('\u{A64B}', &['\u{1C88}']),
 ];
 
+/// Whether characters other than `c`'s case pair fold with it ([`EXTRA`]: the Kelvin sign with
+/// `k`, the long s with `s`).
+pub fn folds_with_others(c: char) -> bool {
+    let f = fold_char(c);
+    EXTRA.iter().any(|(to, _)| *to == f)
+}
+
 /// The spelling every equivalent spelling of `text` shares: decomposed (NFD), each character
 /// case-folded ([`fold_char`]), decomposed again (a folded letter may decompose differently).
 pub fn fold(text: &str) -> String {
@@ -128,9 +135,10 @@ pub fn composed(text: &str) -> String {
 /// them. Marks are kept in canonical order: a reordering of marks of different classes is a
 /// further spelling these do not list.
 pub fn variants(c: char) -> Vec<String> {
+    let folded = fold_char(c);
     let extra = EXTRA
         .iter()
-        .find(|(f, _)| *f == fold_char(c))
+        .find(|(f, _)| *f == folded)
         .map_or(&[][..], |(_, more)| *more);
     let mut out: Vec<String> = [c, simple_lower(c), simple_upper(c)]
         .into_iter()

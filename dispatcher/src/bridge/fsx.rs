@@ -122,24 +122,9 @@ pub struct Resolved {
 /// and by its real path.
 #[cfg(target_os = "linux")]
 pub fn resolve(path: &Path, flags: libc::c_int) -> Result<Resolved, OpenError> {
-    let c = cstr(path.as_os_str().as_bytes())?;
-    // SAFETY: `open_how` is plain integers; all-zero is its documented default.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (flags | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: `c` is NUL-terminated and `how` lives across the call with its true size.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if ret < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
+    let opened = openat2(libc::AT_FDCWD, path, flags, libc::RESOLVE_NO_MAGICLINKS);
+    let fd = opened.map_err(|e| -> OpenError {
+        match e.raw_os_error() {
             // What RESOLVE_NO_MAGICLINKS answers for a magic link (and a loop answers too).
             Some(libc::ELOOP) => Refused::MagicLink.into(),
             // No openat2 (Linux < 5.6): fail closed rather than resolve without it.
@@ -149,10 +134,8 @@ pub fn resolve(path: &Path, flags: libc::c_int) -> Result<Resolved, OpenError> {
             )
             .into(),
             _ => e.into(),
-        });
-    }
-    // SAFETY: a fresh descriptor owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(ret as libc::c_int) };
+        }
+    })?;
     if on_procfs(fd.as_fd())? {
         return Err(Refused::Proc.into());
     }
@@ -161,6 +144,37 @@ pub fn resolve(path: &Path, flags: libc::c_int) -> Result<Resolved, OpenError> {
         return Err(Refused::Proc.into());
     }
     Ok(Resolved { fd, real })
+}
+
+/// `openat2(2)`: `path` opened from `dir` (a folder's descriptor, or `AT_FDCWD`) with `flags`
+/// (and `O_CLOEXEC`) under the lookup restrictions `resolve` (`RESOLVE_*`).
+#[cfg(target_os = "linux")]
+pub fn openat2(
+    dir: libc::c_int,
+    path: &Path,
+    flags: libc::c_int,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
+    let c = cstr(path.as_os_str().as_bytes())?;
+    // SAFETY: `open_how` is plain integers; all-zero is its documented default.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = resolve;
+    // SAFETY: `c` is NUL-terminated and `how` lives across the call with its true size.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            c.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as libc::c_int) })
 }
 
 /// macOS has no procfs and no magic links: a plain `open` names the object in the one view.
@@ -195,7 +209,7 @@ fn on_procfs(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(st.f_type as i64 == libc::PROC_SUPER_MAGIC as i64)
 }
 
-fn openat_raw(
+pub(crate) fn openat_raw(
     dir: BorrowedFd<'_>,
     name: &OsStr,
     flags: libc::c_int,

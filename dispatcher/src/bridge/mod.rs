@@ -18,7 +18,7 @@
 //!
 //! `docs/bridge.md` is the full description.
 
-mod fsx;
+pub(crate) mod fsx;
 pub mod mcp;
 mod peer;
 mod server;

@@ -165,7 +165,6 @@ pub fn write_files(
 /// link is an error naming the file, not a silent skip.
 pub fn read_login(home: &Path, from: &Path) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
-    use std::os::fd::{AsRawFd, FromRawFd};
     let (dir, rel) = match from.strip_prefix(home) {
         Ok(rel) if !rel.as_os_str().is_empty() => (home, rel),
         _ => (Path::new("/"), from.strip_prefix("/").unwrap_or(from)),
@@ -175,25 +174,20 @@ pub fn read_login(home: &Path, from: &Path) -> std::io::Result<Option<Vec<u8>>> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(rel.as_os_str()))
-        .map_err(|_| std::io::Error::other("the path holds a NUL byte"))?;
-    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-    let fd = open_no_links(dir.as_raw_fd(), &c, flags);
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENOENT) => Ok(None),
-            Some(libc::ELOOP) => Err(std::io::Error::other(format!(
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+    let mut file = match open_no_links(&dir, rel, flags) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(std::io::Error::other(format!(
                 "{} is reached through a symlink; a login is copied only from the file that is \
                  really there (a chat could have planted the link). Replace the link by the \
                  file it names",
                 from.display()
-            ))),
-            _ => Err(e),
-        };
-    }
-    // SAFETY: a fresh descriptor owned by nobody else.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+            )));
+        }
+        Err(e) => return Err(e),
+    };
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other(format!(
             "{} is not a regular file; a login is copied only from one",
@@ -205,31 +199,32 @@ pub fn read_login(home: &Path, from: &Path) -> std::io::Result<Option<Vec<u8>>> 
     Ok(Some(data))
 }
 
-/// `openat(dir, rel)` following no symlink on the way (see [`read_login`]); a descriptor or -1
-/// with `errno` set (`ELOOP` for a symlink met).
+/// `rel` opened beneath the folder `dir` following no symlink on the way (see [`read_login`]):
+/// `ELOOP` for a symlink met.
 #[cfg(target_os = "linux")]
-fn open_no_links(dir: libc::c_int, rel: &std::ffi::CStr, flags: libc::c_int) -> libc::c_int {
-    // SAFETY: `open_how` is plain integers; all-zero is its documented default.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = flags as u64;
-    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: `rel` is NUL-terminated and `how` lives across the call with its true size.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir,
-            rel.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    ret as libc::c_int
+fn open_no_links(
+    dir: &std::fs::File,
+    rel: &Path,
+    flags: libc::c_int,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    crate::bridge::fsx::openat2(dir.as_raw_fd(), rel, flags, resolve)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn open_no_links(dir: libc::c_int, rel: &std::ffi::CStr, flags: libc::c_int) -> libc::c_int {
-    // SAFETY: `rel` is NUL-terminated; the caller owns the returned descriptor.
-    unsafe { libc::openat(dir, rel.as_ptr(), flags | libc::O_NOFOLLOW_ANY) }
+fn open_no_links(
+    dir: &std::fs::File,
+    rel: &Path,
+    flags: libc::c_int,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsFd;
+    crate::bridge::fsx::openat_raw(
+        dir.as_fd(),
+        rel.as_os_str(),
+        flags | libc::O_NOFOLLOW_ANY,
+        0,
+    )
 }
 
 /// Creates `base/rel` folder by folder (mode 0700), refusing any component that exists as

@@ -87,25 +87,20 @@ pub fn path_folder_targets(folders: &[Entry], home: &Path) -> Vec<Entry> {
             let Ok(resolved) = std::fs::canonicalize(link.path()) else {
                 continue;
             };
-            let outside_folders = !folders
+            let in_a_folder = folders
                 .iter()
                 .any(|f| crate::paths::within(&resolved, &f.path));
-            if !crate::paths::within(&resolved, home) || !outside_folders {
+            if in_a_folder || !crate::paths::within(&resolved, home) {
                 continue;
             }
             let name = link.file_name().to_string_lossy().into_owned();
             let mut add = |path: PathBuf, what: &str| {
-                if !out.iter().any(|e| e.path == path) {
-                    out.push(Entry {
-                        why: format!(
-                            "{what} that `{name}` in {} runs, outside a sandbox later",
-                            folder.path.display()
-                        ),
-                        missing: Missing::None,
-                        origin: format!("(programs) $PATH {}", folder.path.display()),
-                        path,
-                    });
-                }
+                let why = format!(
+                    "{what} that `{name}` in {} runs, outside a sandbox later",
+                    folder.path.display()
+                );
+                let origin = format!("(programs) $PATH {}", folder.path.display());
+                push_new(&mut out, path, why, origin);
             };
             add(resolved.clone(), "the file");
             if let Some(package) = package_folder(&resolved) {
@@ -119,16 +114,22 @@ pub fn path_folder_targets(folders: &[Entry], home: &Path) -> Vec<Entry> {
 /// How many symlinks of one `$PATH` folder are followed (each costs a `realpath`).
 const MAX_LINKS_PER_FOLDER: usize = 500;
 
+/// Adds a guarded path that no entry of `out` holds yet (missing: nothing made).
+fn push_new(out: &mut Vec<Entry>, path: PathBuf, why: String, origin: String) {
+    if !out.iter().any(|e| e.path == path) {
+        out.push(Entry {
+            path,
+            why,
+            missing: Missing::None,
+            origin,
+        });
+    }
+}
+
 fn push_program(out: &mut Vec<Entry>, name: &str, found: &Path) {
     let mut add = |path: PathBuf, what: &str| {
-        if !out.iter().any(|e| e.path == path) {
-            out.push(Entry {
-                path,
-                why: format!("{what} of `{name}`, run outside a sandbox later"),
-                missing: Missing::None,
-                origin: format!("(programs) {name}"),
-            });
-        }
+        let why = format!("{what} of `{name}`, run outside a sandbox later");
+        push_new(out, path, why, format!("(programs) {name}"));
     };
     add(found.to_path_buf(), "the command on $PATH");
     let Ok(resolved) = std::fs::canonicalize(found) else {

@@ -68,7 +68,9 @@ fn closed_defaults(target: Target) -> (&'static [&'static str], &'static [&'stat
 }
 
 /// Looks for git repositories under `home` (outside protected roots and read-write grants: a
-/// chat's own repositories stay its own) and adds each one's git folder to `guarded`. Returns what the scan's bounds left out, for the plan and `doctor`.
+/// chat's own repositories stay its own) and adds each one's git folder, and the project
+/// settings its working tree holds, to `guarded`. Returns what the scan's bounds left out, for
+/// the plan and `doctor`.
 fn repositories(
     settings: &RepositorySettings,
     home: &Path,
@@ -94,10 +96,12 @@ fn repositories(
         // Project settings that exist at launch; one missing then can be made (a placeholder
         // would show in the person's project: docs/linux.md).
         let tree = repo.git_dir.parent().filter(|_| !repo.bare);
-        for name in tree
-            .into_iter()
-            .flat_map(|t| settings.project_settings.iter().map(move |n| t.join(n)))
-        {
+        for (tree, name) in tree.into_iter().flat_map(|t| {
+            settings
+                .project_settings
+                .iter()
+                .map(move |n| (t, t.join(n)))
+        }) {
             if std::fs::symlink_metadata(&name).is_ok() && known.insert(name.clone()) {
                 guarded.push(Guarded {
                     missing: Missing::None,
@@ -106,7 +110,7 @@ fn repositories(
                         "project settings in the repository {}: a CLI or editor the person \
                          runs there obeys their hooks, MCP servers and tasks once it trusts \
                          the folder",
-                        repo.git_dir.parent().unwrap_or(&repo.git_dir).display()
+                        tree.display()
                     )),
                     path: name,
                     repository: true,

@@ -19,7 +19,7 @@
 //! literal `#"…"` cannot hold a `"`.
 
 use super::escape::{EscapeError, string_literal};
-use crate::spelling::{composed, variants};
+use crate::spelling::{composed, folds_with_others, variants};
 
 /// The regex body for `path`'s spellings, unanchored.
 fn spellings(path: &str) -> String {
@@ -32,7 +32,7 @@ fn spellings(path: &str) -> String {
     for c in composed.chars() {
         // A letter that other characters fold with too (the Kelvin sign with k, the long s
         // with s) needs their bytes as well: an alternation (below), not a bracket.
-        if c.is_ascii_alphabetic() && variants(c).len() == 2 {
+        if c.is_ascii_alphabetic() && !folds_with_others(c) {
             out.push('[');
             out.push(c.to_ascii_uppercase());
             out.push(c.to_ascii_lowercase());
